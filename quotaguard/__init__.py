@@ -1,0 +1,3 @@
+"""quotaguard: GPU queue-and-quota policy for Kubernetes."""
+
+__version__ = "0.1.0"

@@ -1,0 +1,5 @@
+import sys
+
+from quotaguard.cli import main
+
+sys.exit(main())

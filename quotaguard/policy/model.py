@@ -1,0 +1,258 @@
+"""The tenant policy (quotaguard.dev/v1alpha1 TenantPolicy) as typed, immutable values.
+
+Field names follow the YAML contract (camelCase aliases); unknown fields are errors so that
+a typo never passes silently. Derived values (whole-GPU equivalents, lookups by resource and
+namespace) are computed once when the policy is built.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import re
+from fractions import Fraction
+from functools import cached_property
+from typing import Annotated, Literal
+
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    PlainSerializer,
+)
+from pydantic.alias_generators import to_camel
+
+from quotaguard.quantity import QuantityError, format_bytes, format_duration, parse_duration
+from quotaguard.quantity import parse_quantity as _parse_quantity
+
+API_VERSION = "quotaguard.dev/v1alpha1"
+KIND = "TenantPolicy"
+BEST_FIT = "best-fit"
+WHOLE_GPU_SLICES = 7
+DNS_LABEL = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
+CLASS_NAME = r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$"
+RESOURCE_NAME = r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?/[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$"
+
+
+def _bytes(value: object) -> int:
+    try:
+        amount = _parse_quantity(value)
+    except QuantityError as exc:
+        raise ValueError(f"{exc}; use a memory size such as 10Gi") from exc
+    if amount <= 0:
+        raise ValueError("memory must be positive")
+    return int(amount)
+
+
+def _seconds(value: object) -> float:
+    try:
+        seconds = parse_duration(value)
+    except QuantityError as exc:
+        raise ValueError(str(exc)) from exc
+    if seconds <= 0:
+        raise ValueError("duration must be positive")
+    return seconds
+
+
+Bytes = Annotated[int, BeforeValidator(_bytes), PlainSerializer(format_bytes, return_type=str)]
+Seconds = Annotated[
+    float, BeforeValidator(_seconds), PlainSerializer(format_duration, return_type=str)
+]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(
+        extra="forbid",
+        frozen=True,
+        alias_generator=to_camel,
+        populate_by_name=True,
+        strict=False,
+    )
+
+
+class GpuClass(_Strict):
+    """One GPU shape the cluster offers: a whole GPU, a MIG slice or a shared GPU."""
+
+    name: Annotated[str, Field(pattern=CLASS_NAME, max_length=63)]
+    resource: Annotated[str, Field(pattern=RESOURCE_NAME)]
+    flavor_name: Annotated[str | None, Field(alias="flavor", pattern=CLASS_NAME)] = None
+    memory: Bytes
+    slices: Annotated[int, Field(ge=1, le=WHOLE_GPU_SLICES)] = WHOLE_GPU_SLICES
+    node_selector: dict[str, str] = Field(default_factory=dict)
+    sharing: Literal["none", "time-slicing", "mps"] = "none"
+    replicas: Annotated[int, Field(ge=1)] = 1
+
+    @property
+    def flavor(self) -> str:
+        return self.flavor_name or self.name
+
+    @property
+    def shared(self) -> bool:
+        return self.sharing != "none"
+
+    @property
+    def mig(self) -> bool:
+        return self.resource.startswith("nvidia.com/mig-")
+
+    @cached_property
+    def gpu_equivalent(self) -> Fraction:
+        """Whole GPUs one unit of this class is worth (slices/7, per replica when shared)."""
+        share = Fraction(self.slices, WHOLE_GPU_SLICES)
+        return share / self.replicas if self.shared else share
+
+
+class ClassQuota(_Strict):
+    guaranteed: Annotated[int, Field(ge=0)] = 0
+    max: Annotated[int | None, Field(ge=0)] = None
+
+
+class RewriteCondition(_Strict):
+    """All given keys must hold; an empty condition matches every request."""
+
+    gpus: Annotated[int | None, Field(ge=1)] = None
+    memory_at_most: Bytes | None = None
+    memory_at_least: Bytes | None = None
+    priority_class_names: list[str] | None = None
+    match_labels: dict[str, str] | None = None
+
+    @property
+    def empty(self) -> bool:
+        return all(value is None for value in self.model_dump().values())
+
+
+class RewriteRule(_Strict):
+    when: RewriteCondition = Field(default_factory=RewriteCondition)
+    to: Annotated[str, Field(min_length=1)]
+
+
+class Tenant(_Strict):
+    name: Annotated[str, Field(pattern=DNS_LABEL, max_length=63)]
+    namespaces: Annotated[list[Annotated[str, Field(min_length=1)]], Field(min_length=1)]
+    queue_name: Annotated[str | None, Field(alias="queue", pattern=DNS_LABEL)] = None
+    local_queue_name: Annotated[str | None, Field(alias="localQueue", pattern=DNS_LABEL)] = None
+    weight: Annotated[float, Field(gt=0)] = 1.0
+    max_gpus_per_pod: Annotated[float | None, Field(alias="maxGPUsPerPod", gt=0)] = None
+    allowed_classes: list[str] | None = None
+    quota: dict[str, ClassQuota] = Field(default_factory=dict)
+    rewrite: list[RewriteRule] = Field(default_factory=list)
+
+    @property
+    def queue(self) -> str:
+        return self.queue_name or self.name
+
+    @property
+    def local_queue(self) -> str:
+        return self.local_queue_name or self.queue
+
+    def owns(self, namespace: str) -> bool:
+        return any(fnmatch.fnmatchcase(namespace, pattern) for pattern in self.namespaces)
+
+    def allows(self, class_name: str) -> bool:
+        return self.allowed_classes is None or class_name in self.allowed_classes
+
+
+class Rebalance(_Strict):
+    mode: Literal["apply", "recommend", "off"] = "recommend"
+    interval: Seconds = 60.0
+    demand_window: Seconds = 900.0
+    usage_half_life: Seconds = 86400.0
+    min_change: Annotated[int, Field(ge=0)] = 1
+    max_step_percent: Annotated[float, Field(gt=0, le=100)] = 25.0
+    usable_capacity_percent: Annotated[float, Field(gt=0, le=100)] = 100.0
+    # How far usage history may move a tenant's weight away from its base weight, both ways.
+    max_weight_factor: Annotated[float, Field(ge=1, le=100)] = 2.0
+    # Nodes carrying one of these taint keys or labels (a GPU health checker's mark for XID or
+    # ECC errors) are not counted as capacity.
+    faulty_node_taints: list[str] = Field(default_factory=lambda: ["nvidia.com/gpu.unhealthy"])
+    faulty_node_labels: dict[str, str] = Field(default_factory=dict)
+    manage_queues: bool = False
+
+
+class Metadata(BaseModel):
+    model_config = ConfigDict(extra="allow", frozen=True)
+
+    name: Annotated[str, Field(pattern=DNS_LABEL, max_length=63)]
+
+
+class PolicySpec(_Strict):
+    backend: Literal["kueue", "volcano"] = "kueue"
+    cohort: Annotated[str | None, Field(pattern=DNS_LABEL)] = None
+    unmatched_namespaces: Literal["allow", "deny"] = "allow"
+    exempt_namespaces: list[str] = Field(
+        default_factory=lambda: ["kube-system", "quotaguard-system"]
+    )
+    gpu_classes: Annotated[list[GpuClass], Field(min_length=1)]
+    tenants: list[Tenant] = Field(default_factory=list)
+    rebalance: Rebalance = Field(default_factory=Rebalance)
+
+
+class TenantPolicy(_Strict):
+    api_version: Literal["quotaguard.dev/v1alpha1"]
+    kind: Literal["TenantPolicy"]
+    metadata: Metadata
+    spec: PolicySpec
+
+    @property
+    def name(self) -> str:
+        return self.metadata.name
+
+    @property
+    def cohort(self) -> str:
+        return self.spec.cohort or self.metadata.name
+
+    @cached_property
+    def classes_by_name(self) -> dict[str, GpuClass]:
+        return {gpu_class.name: gpu_class for gpu_class in self.spec.gpu_classes}
+
+    @cached_property
+    def classes_by_resource(self) -> dict[str, list[GpuClass]]:
+        found: dict[str, list[GpuClass]] = {}
+        for gpu_class in self.spec.gpu_classes:
+            found.setdefault(gpu_class.resource, []).append(gpu_class)
+        return found
+
+    @cached_property
+    def gpu_resources(self) -> frozenset[str]:
+        """Every resource name that counts as a GPU: the classes' and the plain one."""
+        return frozenset(self.classes_by_resource) | {"nvidia.com/gpu"}
+
+    @cached_property
+    def tenants_by_name(self) -> dict[str, Tenant]:
+        return {tenant.name: tenant for tenant in self.spec.tenants}
+
+    @cached_property
+    def _namespace_cache(self) -> dict[str, Tenant | None]:
+        return {}
+
+    def exempt(self, namespace: str) -> bool:
+        return any(fnmatch.fnmatchcase(namespace, p) for p in self.spec.exempt_namespaces)
+
+    def tenant_of(self, namespace: str) -> Tenant | None:
+        """The first tenant whose namespaces match (memoised; namespaces are few)."""
+        cache = self._namespace_cache
+        if namespace in cache:
+            return cache[namespace]
+        tenant = next((t for t in self.spec.tenants if t.owns(namespace)), None)
+        if len(cache) < 10_000:
+            cache[namespace] = tenant
+        return tenant
+
+    def tenant_of_queue(self, queue: str) -> Tenant | None:
+        return next(
+            (t for t in self.spec.tenants if queue in (t.queue, t.local_queue)), None
+        )
+
+    def class_of_resource(self, resource: str, node_labels: dict[str, str]) -> GpuClass | None:
+        """The class a node's resource counts for: the one whose nodeSelector it matches."""
+        candidates = self.classes_by_resource.get(resource, [])
+        for gpu_class in candidates:
+            if all(node_labels.get(k) == v for k, v in gpu_class.node_selector.items()):
+                return gpu_class
+        return None
+
+
+_GLOB_SPECIAL = re.compile(r"[*?\[]")
+
+
+def is_glob(pattern: str) -> bool:
+    return _GLOB_SPECIAL.search(pattern) is not None
