@@ -238,9 +238,7 @@ class TenantPolicy(_Strict):
         return tenant
 
     def tenant_of_queue(self, queue: str) -> Tenant | None:
-        return next(
-            (t for t in self.spec.tenants if queue in (t.queue, t.local_queue)), None
-        )
+        return next((t for t in self.spec.tenants if queue in (t.queue, t.local_queue)), None)
 
     def class_of_resource(self, resource: str, node_labels: dict[str, str]) -> GpuClass | None:
         """The class a node's resource counts for: the one whose nodeSelector it matches."""
