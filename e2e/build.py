@@ -1,0 +1,380 @@
+"""Build and cache the real control plane the e2e suite runs against.
+
+No container engine and no binary downloads are available, so the upstream components are
+compiled from their Go modules with the machine's Go, the way envtest would otherwise fetch
+them. Everything lands in a cache outside the repository; a component is rebuilt only when its
+version stamp (versions, Go version, build flags) changes.
+
+    python -m e2e.build            # build what is missing, print the toolchain
+    python -m e2e.build --check    # exit 1 when something is missing, build nothing
+    python -m e2e.build --force    # rebuild everything
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
+
+K8S_VERSION = "v1.36.3"
+STAGING_VERSION = "v0.36.3"
+# The staging modules k8s.io/kubernetes replaces with ./staging paths in 1.36.
+STAGING_MODULES: tuple[str, ...] = (
+    "api", "apiextensions-apiserver", "apimachinery", "apiserver", "cli-runtime", "client-go",
+    "cloud-provider", "cluster-bootstrap", "code-generator", "component-base",
+    "component-helpers", "controller-manager", "cri-api", "cri-client", "cri-streaming",
+    "csi-translation-lib", "dynamic-resource-allocation", "endpointslice", "externaljwt", "kms",
+    "kube-aggregator", "kube-controller-manager", "kube-proxy", "kube-scheduler", "kubectl",
+    "kubelet", "metrics", "mount-utils", "pod-security-admission", "sample-apiserver",
+    "sample-cli-plugin", "sample-controller", "streaming",
+)
+K8S_COMMANDS: tuple[str, ...] = ("kube-apiserver", "kube-controller-manager", "kube-scheduler")
+ETCD_VERSION = "v3.6.16"
+KWOK_VERSION = "v0.8.0"
+KUEUE_VERSION = "v0.17.0"
+JOBSET_VERSION = "v0.10.1"
+GO_BUILD_PARALLELISM = "2"
+
+# Volcano's module (and volcano.sh/apis) is refused by the module proxy, so its CRDs are the
+# minimal, schema-less definitions kept next to this file (group, kinds, scope and status
+# subresource as upstream; no field validation).
+VOLCANO_CRD_FILE = Path(__file__).resolve().parent / "crds" / "volcano.yaml"
+
+
+def cache_dir() -> Path:
+    """The cache root: $QUOTAGUARD_E2E_CACHE or ~/.cache/quotaguard-e2e."""
+    configured = os.environ.get("QUOTAGUARD_E2E_CACHE")
+    if configured:
+        return Path(configured).expanduser().resolve()
+    return Path.home() / ".cache" / "quotaguard-e2e"
+
+
+@dataclasses.dataclass(frozen=True)
+class Toolchain:
+    """Paths to everything a test cluster needs."""
+
+    kube_apiserver: Path
+    kube_controller_manager: Path
+    kube_scheduler: Path
+    etcd: Path
+    kwok: Path
+    kubectl: Path
+    kwok_stages: Path
+    crd_dirs: tuple[Path, ...]
+
+    def missing(self) -> list[str]:
+        paths = [self.kube_apiserver, self.kube_controller_manager, self.kube_scheduler,
+                 self.etcd, self.kwok, self.kubectl, self.kwok_stages, *self.crd_dirs]
+        return [str(p) for p in paths if not p.exists()]
+
+
+class BuildError(RuntimeError):
+    """A step of the build failed; the message says which and where its log is."""
+
+
+# --------------------------------------------------------------------------------------------
+# Layout and stamps
+
+
+class Layout:
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.bin = root / "bin"
+        self.modules = root / "modules"
+        self.stamps = root / "stamps"
+        self.logs = root / "logs"
+        self.crds = root / "crds"
+        self.stages = root / "stages" / f"kwok-{KWOK_VERSION}.yaml"
+
+    def binary(self, name: str) -> Path:
+        return self.bin / name
+
+    def stamp_ok(self, name: str, key: str, *outputs: Path) -> bool:
+        stamp = self.stamps / name
+        return stamp.exists() and stamp.read_text() == key and all(p.exists() for p in outputs)
+
+    def write_stamp(self, name: str, key: str) -> None:
+        self.stamps.mkdir(parents=True, exist_ok=True)
+        (self.stamps / name).write_text(key)
+
+
+def go_version() -> str:
+    out = subprocess.run(["go", "env", "GOVERSION"], check=True, capture_output=True, text=True)
+    return out.stdout.strip()
+
+
+def stamp_key(*parts: str) -> str:
+    return hashlib.sha256("\n".join(parts).encode()).hexdigest()
+
+
+def go_env() -> dict[str, str]:
+    env = dict(os.environ)
+    env["CGO_ENABLED"] = "0"
+    env["GOTOOLCHAIN"] = "local"
+    env.setdefault("GOFLAGS", "-buildvcs=false")
+    return env
+
+
+def run_logged(argv: Sequence[str], *, cwd: Path, log: Path,
+               env: dict[str, str] | None = None) -> None:
+    """Run a command with output appended to a log; raise BuildError with the log's tail."""
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with log.open("a") as fh:
+        fh.write(f"$ (cd {cwd} && {' '.join(argv)})\n")
+        fh.flush()
+        proc = subprocess.run(list(argv), cwd=cwd, env=env or go_env(), stdout=fh,
+                              stderr=subprocess.STDOUT, check=False)
+    if proc.returncode != 0:
+        tail = "".join(log.read_text().splitlines(keepends=True)[-30:])
+        raise BuildError(f"{' '.join(argv[:3])}... failed (exit {proc.returncode}); "
+                         f"log {log}:\n{tail}")
+
+
+def module_dir(module: str, version: str, *, cwd: Path) -> Path:
+    """Download MODULE@VERSION into the module cache and return its directory."""
+    proc = subprocess.run(["go", "mod", "download", "-json", f"{module}@{version}"], cwd=cwd,
+                          env=go_env(), capture_output=True, text=True, check=False)
+    info: dict[str, str] = json.loads(proc.stdout) if proc.stdout.strip() else {}
+    if proc.returncode != 0 or "Dir" not in info:
+        raise BuildError(f"go mod download {module}@{version}: "
+                         f"{info.get('Error') or proc.stderr.strip()}")
+    return Path(info["Dir"])
+
+
+# --------------------------------------------------------------------------------------------
+# Steps
+
+
+def version_ldflags(version: str) -> str:
+    major, minor = version.lstrip("v").split(".")[:2]
+    flags = ["-s", "-w"]
+    for pkg in ("k8s.io/component-base/version", "k8s.io/client-go/pkg/version"):
+        flags += [f"-X {pkg}.gitVersion={version}", f"-X {pkg}.gitMajor={major}",
+                  f"-X {pkg}.gitMinor={minor}", f"-X {pkg}.gitTreeState=clean"]
+    return " ".join(flags)
+
+
+def k8s_go_mod() -> str:
+    replaces = "".join(f"\tk8s.io/{m} => k8s.io/{m} {STAGING_VERSION}\n" for m in STAGING_MODULES)
+    return (f"module quotaguard.e2e/k8s\n\ngo 1.26\n\ngodebug default=go1.26\n\n"
+            f"require k8s.io/kubernetes {K8S_VERSION}\n\nreplace (\n{replaces})\n")
+
+
+def build_kubernetes(layout: Layout, *, commands: Sequence[str], force: bool) -> None:
+    """kube-apiserver & co. from a helper module, all in one `go build` to share compile work."""
+    outputs = [layout.binary(c) for c in commands]
+    ldflags = version_ldflags(K8S_VERSION)
+    key = stamp_key(K8S_VERSION, go_version(), ldflags, *sorted(commands))
+    if not force and layout.stamp_ok("kubernetes", key, *outputs):
+        return
+    moddir = layout.modules / f"k8s-{K8S_VERSION}"
+    moddir.mkdir(parents=True, exist_ok=True)
+    if not (moddir / "go.mod").exists():
+        (moddir / "go.mod").write_text(k8s_go_mod())
+    log = layout.logs / "build-kubernetes.log"
+    pkgs = [f"k8s.io/kubernetes/cmd/{c}" for c in commands]
+    run_logged(["go", "get", *(f"{p}@{K8S_VERSION}" for p in pkgs)], cwd=moddir, log=log)
+    layout.bin.mkdir(parents=True, exist_ok=True)
+    run_logged(["go", "build", "-p", GO_BUILD_PARALLELISM, "-trimpath", "-ldflags", ldflags,
+                "-o", str(layout.bin) + os.sep, *pkgs], cwd=moddir, log=log)
+    layout.write_stamp("kubernetes", key)
+
+
+def build_etcd(layout: Layout, *, force: bool) -> None:
+    """etcd from its server module, in a tools module of its own (its go.mod has replaces)."""
+    out = layout.binary("etcd")
+    key = stamp_key(ETCD_VERSION, go_version())
+    if not force and layout.stamp_ok("etcd", key, out):
+        return
+    moddir = layout.modules / f"etcd-{ETCD_VERSION}"
+    moddir.mkdir(parents=True, exist_ok=True)
+    if not (moddir / "go.mod").exists():
+        (moddir / "go.mod").write_text("module quotaguard.e2e/etcd\n\ngo 1.26\n")
+    log = layout.logs / "build-etcd.log"
+    run_logged(["go", "get", f"go.etcd.io/etcd/server/v3@{ETCD_VERSION}"], cwd=moddir, log=log)
+    run_logged(["go", "build", "-p", GO_BUILD_PARALLELISM, "-trimpath", "-ldflags", "-s -w",
+                "-o", str(out), "go.etcd.io/etcd/server/v3"], cwd=moddir, log=log)
+    layout.write_stamp("etcd", key)
+
+
+def build_kwok(layout: Layout, *, force: bool) -> None:
+    out = layout.binary("kwok")
+    key = stamp_key(KWOK_VERSION, go_version())
+    if not force and layout.stamp_ok("kwok", key, out):
+        return
+    env = go_env()
+    env["GOBIN"] = str(layout.bin)
+    layout.bin.mkdir(parents=True, exist_ok=True)
+    run_logged(["go", "install", "-p", GO_BUILD_PARALLELISM, "-trimpath", "-ldflags", "-s -w",
+                f"sigs.k8s.io/kwok/cmd/kwok@{KWOK_VERSION}"], cwd=layout.root,
+               log=layout.logs / "build-kwok.log", env=env)
+    layout.write_stamp("kwok", key)
+
+
+def concatenate_yaml(files: Iterable[Path]) -> str:
+    docs = [f.read_text().strip() for f in files]
+    return "\n---\n".join(d.removeprefix("---").strip() for d in docs if d) + "\n"
+
+
+def write_kwok_stages(layout: Layout, *, force: bool) -> None:
+    """kwok has no built-in stages: node fast + lease heartbeat, pod ready + delete."""
+    key = stamp_key(KWOK_VERSION, "node/fast,node/heartbeat-with-lease,pod-ready,pod-delete")
+    if not force and layout.stamp_ok("kwok-stages", key, layout.stages):
+        return
+    stage = module_dir("sigs.k8s.io/kwok", KWOK_VERSION, cwd=layout.root) / "kustomize" / "stage"
+    files = [
+        *sorted((stage / "node" / "fast").glob("*.yaml")),
+        *sorted((stage / "node" / "heartbeat-with-lease").glob("*.yaml")),
+        stage / "pod" / "fast" / "pod-ready.yaml",
+        # Without a kubelet a deleted pod stays Terminating; kwok's delete stage finishes it.
+        stage / "pod" / "fast" / "pod-delete.yaml",
+    ]
+    files = [f for f in files if f.name != "kustomization.yaml"]
+    layout.stages.parent.mkdir(parents=True, exist_ok=True)
+    layout.stages.write_text(concatenate_yaml(files))
+    layout.write_stamp("kwok-stages", key)
+
+
+def crd_dirs(layout: Layout) -> tuple[Path, ...]:
+    return (layout.crds / f"kueue-{KUEUE_VERSION}", layout.crds / f"jobset-{JOBSET_VERSION}",
+            layout.crds / "volcano")
+
+
+def copy_crds(layout: Layout, *, force: bool) -> list[str]:
+    """Copy CRD manifests out of the module cache; return the optional ones that failed."""
+    kueue_dir, jobset_dir, volcano_dir = crd_dirs(layout)
+    sources: list[tuple[Path, str, str, str, bool]] = [
+        (kueue_dir, "sigs.k8s.io/kueue", KUEUE_VERSION, "config/components/crd/bases", True),
+        (jobset_dir, "sigs.k8s.io/jobset", JOBSET_VERSION, "config/components/crd/bases", False),
+    ]
+    failed: list[str] = []
+    for dest, module, version, subdir, required in sources:
+        key = stamp_key(module, version, subdir)
+        if not force and layout.stamp_ok(dest.name, key, dest):
+            continue
+        try:
+            src = module_dir(module, version, cwd=layout.root) / subdir
+        except BuildError as err:
+            if required:
+                raise
+            failed.append(f"{module}@{version}: {err}")
+            continue
+        shutil.rmtree(dest, ignore_errors=True)
+        dest.mkdir(parents=True)
+        for f in sorted(src.glob("*.yaml")):
+            if f.name != "kustomization.yaml":
+                shutil.copyfile(f, dest / f.name)
+                (dest / f.name).chmod(0o644)
+        layout.write_stamp(dest.name, key)
+    volcano_dir.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(VOLCANO_CRD_FILE, volcano_dir / VOLCANO_CRD_FILE.name)
+    return failed
+
+
+def working_kubectl() -> Path | None:
+    """A kubectl on PATH (or $QUOTAGUARD_E2E_KUBECTL) that answers `version --client`."""
+    candidate = os.environ.get("QUOTAGUARD_E2E_KUBECTL") or shutil.which("kubectl")
+    if not candidate:
+        return None
+    try:
+        proc = subprocess.run([candidate, "version", "--client"], capture_output=True,
+                              timeout=30, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return Path(candidate) if proc.returncode == 0 else None
+
+
+# --------------------------------------------------------------------------------------------
+# Entry points
+
+
+def toolchain(layout: Layout | None = None) -> Toolchain:
+    """Where the toolchain is (or would be); check `.missing()` before using it."""
+    layout = layout or Layout(cache_dir())
+    built_kubectl = layout.binary("kubectl")
+    kubectl = built_kubectl if built_kubectl.exists() else working_kubectl() or built_kubectl
+    return Toolchain(
+        kube_apiserver=layout.binary("kube-apiserver"),
+        kube_controller_manager=layout.binary("kube-controller-manager"),
+        kube_scheduler=layout.binary("kube-scheduler"),
+        etcd=layout.binary("etcd"),
+        kwok=layout.binary("kwok"),
+        kubectl=kubectl,
+        kwok_stages=layout.stages,
+        crd_dirs=crd_dirs(layout),
+    )
+
+
+def ensure_toolchain(*, force: bool = False, build_kubectl: bool = False,
+                     log: bool = True) -> Toolchain:
+    """Build whatever is missing or stale and return the toolchain. Raises BuildError."""
+    layout = Layout(cache_dir())
+    layout.root.mkdir(parents=True, exist_ok=True)
+    if shutil.which("go") is None:
+        raise BuildError("no `go` on PATH: the e2e toolchain needs Go >= 1.26")
+    commands = list(K8S_COMMANDS)
+    if build_kubectl or working_kubectl() is None:
+        commands.append("kubectl")
+    timings: dict[str, float] = {}
+
+    def step(name: str, fn: Callable[[], object]) -> None:
+        start = time.monotonic()
+        if log:
+            print(f"[e2e.build] {name} ...", file=sys.stderr, flush=True)
+        fn()
+        timings[name] = round(time.monotonic() - start, 1)
+        if log:
+            print(f"[e2e.build] {name}: {timings[name]}s", file=sys.stderr, flush=True)
+
+    failed: list[str] = []
+    step("crds", lambda: failed.extend(copy_crds(layout, force=force)))
+    step("kwok-stages", lambda: write_kwok_stages(layout, force=force))
+    step("etcd", lambda: build_etcd(layout, force=force))
+    step("kwok", lambda: build_kwok(layout, force=force))
+    step("kubernetes", lambda: build_kubernetes(layout, commands=commands, force=force))
+    record = {"at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "go": go_version(),
+              "nproc": os.cpu_count(), "seconds": timings, "optional_failures": failed}
+    with (layout.root / "build-times.jsonl").open("a") as fh:
+        fh.write(json.dumps(record) + "\n")
+    for f in failed:
+        print(f"[e2e.build] optional step skipped: {f}", file=sys.stderr)
+    return toolchain(layout)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m e2e.build", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--check", action="store_true", help="build nothing; exit 1 if missing")
+    parser.add_argument("--force", action="store_true", help="rebuild even when stamps match")
+    parser.add_argument("--kubectl", action="store_true",
+                        help="build kubectl too, even when one is on PATH")
+    args = parser.parse_args(argv)
+    if args.check:
+        tc = toolchain()
+        missing = tc.missing()
+        for m in missing:
+            print(f"missing: {m}", file=sys.stderr)
+        print(json.dumps(dataclasses.asdict(tc), default=str, indent=2))
+        return 1 if missing else 0
+    start = time.monotonic()
+    try:
+        tc = ensure_toolchain(force=args.force, build_kubectl=args.kubectl)
+    except BuildError as err:
+        print(f"[e2e.build] FAILED: {err}", file=sys.stderr)
+        return 1
+    print(json.dumps(dataclasses.asdict(tc), default=str, indent=2))
+    print(f"[e2e.build] done in {time.monotonic() - start:.1f}s; cache {cache_dir()}",
+          file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
