@@ -1,0 +1,257 @@
+"""Cross-field checks of a policy that a schema cannot express.
+
+They read the raw document (plain dicts) defensively, so they run even when the schema has
+rejected some field: the user sees every problem in one pass.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+from quotaguard.policy.catalogue import matching_profiles
+from quotaguard.policy.globs import globs_intersect, witness
+from quotaguard.policy.model import BEST_FIT
+from quotaguard.policy.problems import Problem
+from quotaguard.quantity import QuantityError, parse_duration, parse_quantity
+
+
+def _map(value: object) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
+
+
+def _items(value: object) -> list[tuple[int, Mapping[str, Any]]]:
+    if not isinstance(value, list):
+        return []
+    return [(index, item) for index, item in enumerate(value) if isinstance(item, Mapping)]
+
+
+def _bytes(value: object) -> int | None:
+    try:
+        return int(parse_quantity(value))
+    except QuantityError:
+        return None
+
+
+def check_policy(document: Mapping[str, Any]) -> list[Problem]:
+    spec = _map(document.get("spec"))
+    classes = _items(spec.get("gpuClasses"))
+    tenants = _items(spec.get("tenants"))
+    class_names = {c.get("name") for _, c in classes if isinstance(c.get("name"), str)}
+    mig_names = {
+        c["name"]
+        for _, c in classes
+        if isinstance(c.get("name"), str)
+        and str(c.get("resource", "")).startswith("nvidia.com/mig-")
+    }
+    problems: list[Problem] = []
+    problems += _duplicates(classes, "name", ("spec", "gpuClasses"), "GPU class")
+    problems += _duplicates(tenants, "name", ("spec", "tenants"), "tenant")
+    problems += _duplicate_queues(tenants)
+    problems += _gpu_classes(classes)
+    problems += _namespace_overlaps(tenants, spec.get("exemptNamespaces"))
+    for index, tenant in tenants:
+        problems += _tenant(index, tenant, class_names, mig_names)
+    problems += _rebalance(_map(spec.get("rebalance")))
+    return problems
+
+
+def _duplicates(
+    items: list[tuple[int, Mapping[str, Any]]], key: str, base: tuple[str, ...], what: str
+) -> Iterator[Problem]:
+    first: dict[object, int] = {}
+    for index, item in items:
+        value = item.get(key)
+        if not isinstance(value, str):
+            continue
+        if value in first:
+            message = f"duplicate {what} name {value!r} (first defined at index {first[value]})"
+            yield Problem((*base, index, key), message)
+        else:
+            first[value] = index
+
+
+def _duplicate_queues(tenants: list[tuple[int, Mapping[str, Any]]]) -> Iterator[Problem]:
+    owners: dict[str, str] = {}
+    for index, tenant in tenants:
+        name = tenant.get("name")
+        queue = tenant.get("queue") or name
+        if not isinstance(queue, str) or not isinstance(name, str):
+            continue
+        if queue in owners and owners[queue] != name:
+            message = (
+                f"queue {queue!r} is already owned by tenant {owners[queue]!r}; "
+                "each tenant needs its own queue"
+            )
+            field = "queue" if "queue" in tenant else "name"
+            yield Problem(("spec", "tenants", index, field), message)
+        owners.setdefault(queue, name)
+
+
+def _gpu_classes(classes: list[tuple[int, Mapping[str, Any]]]) -> Iterator[Problem]:
+    by_resource: dict[str, list[int]] = {}
+    for index, gpu_class in classes:
+        path = ("spec", "gpuClasses", index)
+        resource = gpu_class.get("resource")
+        sharing = gpu_class.get("sharing", "none")
+        replicas = gpu_class.get("replicas")
+        if isinstance(resource, str):
+            by_resource.setdefault(resource, []).append(index)
+        if sharing == "none" and isinstance(replicas, int) and replicas > 1:
+            yield Problem(
+                (*path, "replicas"),
+                "replicas only applies to shared classes; set sharing: time-slicing or mps",
+            )
+        if sharing in ("time-slicing", "mps") and "replicas" not in gpu_class:
+            yield Problem(
+                path,
+                "a shared class should state replicas (shared units per physical GPU); "
+                "1 is assumed",
+                "warning",
+            )
+        if isinstance(resource, str) and resource.startswith("nvidia.com/mig-"):
+            yield from _mig_profile(path, gpu_class)
+    for resource, indexes in by_resource.items():
+        if len(indexes) < 2:
+            continue
+        for index in indexes:
+            selector = _map(dict(classes)[index].get("nodeSelector"))
+            if not selector:
+                yield Problem(
+                    ("spec", "gpuClasses", index, "resource"),
+                    f"{len(indexes)} classes share resource {resource!r}; each needs a "
+                    "nodeSelector so capacity can be told apart",
+                )
+
+
+def _mig_profile(path: tuple[str | int, ...], gpu_class: Mapping[str, Any]) -> Iterator[Problem]:
+    memory = _bytes(gpu_class.get("memory"))
+    slices = gpu_class.get("slices", 7)
+    if memory is None or not isinstance(slices, int):
+        return
+    if not matching_profiles(memory, slices):
+        yield Problem(
+            path,
+            f"no known MIG profile has {slices} slice(s) and {memory / 2**30:g}Gi of memory "
+            "(A100, H100, H200, A30 catalogue); check memory and slices",
+            "warning",
+        )
+
+
+def _namespace_overlaps(
+    tenants: list[tuple[int, Mapping[str, Any]]], exempt: object
+) -> Iterator[Problem]:
+    patterns: list[tuple[int, int, str, str]] = []
+    for index, tenant in tenants:
+        name = str(tenant.get("name", f"#{index}"))
+        namespaces = tenant.get("namespaces")
+        if isinstance(namespaces, list):
+            for position, pattern in enumerate(namespaces):
+                if isinstance(pattern, str):
+                    patterns.append((index, position, name, pattern))
+    for later, (index, position, name, pattern) in enumerate(patterns):
+        for other_index, _, other_name, other in patterns[:later]:
+            if other_index == index or not globs_intersect(pattern, other):
+                continue
+            example = witness(pattern, other)
+            yield Problem(
+                ("spec", "tenants", index, "namespaces", position),
+                f"namespace pattern {pattern!r} of tenant {name!r} overlaps {other!r} of tenant "
+                f"{other_name!r} (both match {example!r}); a namespace must have one owner",
+            )
+    exempt_patterns = [e for e in exempt if isinstance(e, str)] if isinstance(exempt, list) else []
+    for index, position, name, pattern in patterns:
+        for exempt_pattern in exempt_patterns:
+            if globs_intersect(pattern, exempt_pattern):
+                yield Problem(
+                    ("spec", "tenants", index, "namespaces", position),
+                    f"namespace pattern {pattern!r} of tenant {name!r} overlaps exempt namespace "
+                    f"{exempt_pattern!r}; workloads there are never mutated or checked",
+                    "warning",
+                )
+
+
+def _tenant(
+    index: int, tenant: Mapping[str, Any], class_names: set[Any], mig_names: set[Any]
+) -> Iterator[Problem]:
+    path = ("spec", "tenants", index)
+    name = tenant.get("name", f"#{index}")
+    allowed_raw = tenant.get("allowedClasses")
+    allowed = set(allowed_raw) if isinstance(allowed_raw, list) else None
+    if isinstance(allowed_raw, list):
+        for position, class_name in enumerate(allowed_raw):
+            if class_name not in class_names:
+                yield Problem(
+                    (*path, "allowedClasses", position),
+                    f"tenant {name!r} allows unknown GPU class {class_name!r}; known: "
+                    f"{', '.join(sorted(map(str, class_names)))}",
+                )
+
+    for class_name, quota in _map(tenant.get("quota")).items():
+        quota_path = (*path, "quota", class_name)
+        if class_name not in class_names:
+            yield Problem(quota_path, f"quota for unknown GPU class {class_name!r}")
+        elif allowed is not None and class_name not in allowed:
+            yield Problem(
+                quota_path,
+                f"tenant {name!r} has quota for {class_name!r} but does not allow that class "
+                "(add it to allowedClasses or drop the quota)",
+            )
+        quota_map = _map(quota)
+        guaranteed, ceiling = quota_map.get("guaranteed", 0), quota_map.get("max")
+        if isinstance(guaranteed, int) and isinstance(ceiling, int) and guaranteed > ceiling:
+            yield Problem(
+                (*quota_path, "guaranteed"),
+                f"guaranteed {guaranteed} is more than max {ceiling}",
+            )
+
+    catch_all_at: int | None = None
+    for position, rule in _items(tenant.get("rewrite")):
+        rule_path = (*path, "rewrite", position)
+        target = rule.get("to")
+        when = _map(rule.get("when"))
+        if catch_all_at is not None:
+            yield Problem(
+                rule_path,
+                f"rule is never reached: rule {catch_all_at} matches every request",
+                "warning",
+            )
+        if not when:
+            catch_all_at = position
+        if target == BEST_FIT:
+            usable = mig_names if allowed is None else mig_names & allowed
+            if not usable:
+                yield Problem(
+                    (*rule_path, "to"),
+                    f"best-fit needs a MIG class that tenant {name!r} allows; there is none",
+                    "warning",
+                )
+        elif isinstance(target, str):
+            if target not in class_names:
+                yield Problem((*rule_path, "to"), f"rewrite target {target!r} is not a GPU class")
+            elif allowed is not None and target not in allowed:
+                yield Problem(
+                    (*rule_path, "to"),
+                    f"rewrite target {target!r} is not in the allowedClasses of tenant {name!r}",
+                )
+        at_most, at_least = _bytes(when.get("memoryAtMost")), _bytes(when.get("memoryAtLeast"))
+        if at_most is not None and at_least is not None and at_least > at_most:
+            yield Problem(
+                (*rule_path, "when"),
+                "memoryAtLeast is above memoryAtMost: the rule can never match",
+            )
+
+
+def _rebalance(rebalance: Mapping[str, Any]) -> Iterator[Problem]:
+    try:
+        interval = parse_duration(rebalance.get("interval", "60s"))
+        window = parse_duration(rebalance.get("demandWindow", "15m"))
+    except QuantityError:
+        return
+    if 0 < window < interval:
+        yield Problem(
+            ("spec", "rebalance", "demandWindow"),
+            f"demandWindow ({window:g}s) is shorter than interval ({interval:g}s); "
+            "demand will not be smoothed",
+            "warning",
+        )
