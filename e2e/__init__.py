@@ -1,0 +1,1 @@
+"""End-to-end tests against a real control plane (etcd, kube-apiserver, kwok) on 127.0.0.1."""

@@ -1,0 +1,95 @@
+"""Fixtures for the e2e suite: a real control plane started once per session.
+
+The toolchain (kube-apiserver & co., built by `python -m e2e.build`) missing means: skip
+locally, fail under CI=true (the e2e suite must run in CI), build first with
+QUOTAGUARD_E2E_BUILD=1.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+
+from e2e import build
+from e2e.cluster import Cluster
+
+_clusters: list[Cluster] = []
+_failed: list[str] = []
+
+
+def _truthy(name: str) -> bool:
+    return os.environ.get(name, "").lower() in ("1", "true", "yes")
+
+
+@pytest.fixture(scope="session")
+def toolchain() -> build.Toolchain:
+    tc = build.toolchain()
+    if not tc.missing():
+        return tc
+    if _truthy("QUOTAGUARD_E2E_BUILD"):
+        try:
+            return build.ensure_toolchain()
+        except build.BuildError as err:
+            pytest.fail(f"e2e toolchain build failed: {err}")
+    message = (f"e2e toolchain missing ({', '.join(tc.missing())}); "
+               f"run `python -m e2e.build` (cache {build.cache_dir()})")
+    if _truthy("CI"):
+        pytest.fail(message + " — CI=true, so this is a failure, not a skip")
+    pytest.skip(message)
+
+
+def _start(tc: build.Toolchain, **kwargs: Any) -> Cluster:
+    cluster = Cluster(tc, **kwargs)
+    _clusters.append(cluster)
+    cluster.start()
+    return cluster
+
+
+def _finish(cluster: Cluster) -> None:
+    cluster.stop()
+    if not _failed and not _truthy("QUOTAGUARD_E2E_KEEP"):
+        cluster.cleanup()
+
+
+@pytest.fixture(scope="session")
+def cluster(toolchain: build.Toolchain) -> Iterator[Cluster]:
+    """The shared control plane: etcd, kube-apiserver, controller-manager, scheduler, kwok,
+    CRDs installed. Tests must not stop or restart it (use `make_cluster` for that)."""
+    c = _start(toolchain, controllers=not _truthy("QUOTAGUARD_E2E_NO_CONTROLLERS"))
+    yield c
+    _finish(c)
+
+
+@pytest.fixture
+def make_cluster(toolchain: build.Toolchain) -> Iterator[Callable[..., Cluster]]:
+    """A factory for a private cluster (same keyword arguments as Cluster), stopped after the
+    test: for tests that restart or break the control plane."""
+    started: list[Cluster] = []
+
+    def factory(**kwargs: Any) -> Cluster:
+        c = _start(toolchain, **kwargs)
+        started.append(c)
+        return c
+
+    yield factory
+    for c in started:
+        _finish(c)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
+    report = yield
+    if report.failed:
+        _failed.append(item.nodeid)
+    return report
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    if not _failed or not _clusters:
+        return
+    terminalreporter.section("e2e control-plane logs")
+    for c in _clusters:
+        terminalreporter.write_line(c.failure_report())
