@@ -11,7 +11,7 @@ from typing import Any
 
 from quotaguard.policy.catalogue import matching_profiles
 from quotaguard.policy.globs import globs_intersect, witness
-from quotaguard.policy.model import BEST_FIT
+from quotaguard.policy.model import BEST_FIT, DEFAULT_EXEMPT
 from quotaguard.policy.problems import Problem
 from quotaguard.quantity import QuantityError, parse_duration, parse_quantity
 
@@ -49,7 +49,7 @@ def check_policy(document: Mapping[str, Any]) -> list[Problem]:
     problems += _duplicates(tenants, "name", ("spec", "tenants"), "tenant")
     problems += _duplicate_queues(tenants)
     problems += _gpu_classes(classes)
-    problems += _namespace_overlaps(tenants, spec.get("exemptNamespaces"))
+    problems += _namespace_overlaps(tenants, spec.get("exemptNamespaces", list(DEFAULT_EXEMPT)))
     for index, tenant in tenants:
         problems += _tenant(index, tenant, class_names, mig_names)
     problems += _rebalance(_map(spec.get("rebalance")))

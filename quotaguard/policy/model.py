@@ -28,6 +28,7 @@ from quotaguard.quantity import parse_quantity as _parse_quantity
 API_VERSION = "quotaguard.dev/v1alpha1"
 KIND = "TenantPolicy"
 BEST_FIT = "best-fit"
+DEFAULT_EXEMPT = ("kube-system", "quotaguard-system")
 WHOLE_GPU_SLICES = 7
 DNS_LABEL = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
 CLASS_NAME = r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$"
@@ -178,9 +179,7 @@ class PolicySpec(_Strict):
     backend: Literal["kueue", "volcano"] = "kueue"
     cohort: Annotated[str | None, Field(pattern=DNS_LABEL)] = None
     unmatched_namespaces: Literal["allow", "deny"] = "allow"
-    exempt_namespaces: list[str] = Field(
-        default_factory=lambda: ["kube-system", "quotaguard-system"]
-    )
+    exempt_namespaces: list[str] = Field(default_factory=lambda: list(DEFAULT_EXEMPT))
     gpu_classes: Annotated[list[GpuClass], Field(min_length=1)]
     tenants: list[Tenant] = Field(default_factory=list)
     rebalance: Rebalance = Field(default_factory=Rebalance)
