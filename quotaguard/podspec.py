@@ -128,6 +128,11 @@ def container_gpus(container: Mapping[str, Any], gpu_resources: frozenset[str]) 
     return found
 
 
+def is_gpu_resource(resource: str, gpu_resources: frozenset[str]) -> bool:
+    """A policy class resource, or an NVIDIA GPU resource the policy does not know."""
+    return resource in gpu_resources or _looks_like_gpu(resource)
+
+
 def _looks_like_gpu(resource: str) -> bool:
     return resource.startswith(("nvidia.com/gpu", "nvidia.com/mig-"))
 

@@ -55,6 +55,11 @@ def parse_gpu_count(value: object) -> int | None:
 
     Returns None when the value is not a whole, non-negative number.
     """
+    # Admission parses a few of these per request: plain digits skip the regex and Fraction.
+    if type(value) is str and value.isascii() and value.isdigit():
+        return int(value)
+    if type(value) is int:
+        return value if value >= 0 else None
     try:
         amount = parse_quantity(value)
     except QuantityError:
