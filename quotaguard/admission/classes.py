@@ -1,0 +1,62 @@
+"""Which GPU class a resource of a pod counts as, and what it is worth in whole GPUs."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from fractions import Fraction
+from typing import Any
+
+from quotaguard.podspec import PLAIN_GPU
+from quotaguard.policy.model import WHOLE_GPU_SLICES, GpuClass, Tenant, TenantPolicy
+
+_MIG_SLICES = re.compile(r"^nvidia\.com/mig-(\d)g\.")
+
+
+def allowed_classes(policy: TenantPolicy, tenant: Tenant | None, resource: str) -> list[GpuClass]:
+    """The classes of `resource` the tenant may use (all of them outside any tenant)."""
+    candidates = policy.classes_by_resource.get(resource, [])
+    if tenant is None or tenant.allowed_classes is None:
+        return candidates
+    return [c for c in candidates if c.name in tenant.allowed_classes]
+
+
+def resolve_class(
+    policy: TenantPolicy,
+    tenant: Tenant | None,
+    resource: str,
+    node_selector: Mapping[str, Any],
+) -> GpuClass | None:
+    """The allowed class of `resource` whose nodeSelector the pod already matches, else the
+    first allowed one (several whole-GPU products may share `nvidia.com/gpu`)."""
+    candidates = allowed_classes(policy, tenant, resource)
+    for gpu_class in candidates:
+        if all(node_selector.get(k) == v for k, v in gpu_class.node_selector.items()):
+            return gpu_class
+    return candidates[0] if candidates else None
+
+
+def gpu_equivalent(
+    policy: TenantPolicy,
+    tenant: Tenant | None,
+    resource: str,
+    node_selector: Mapping[str, Any],
+) -> Fraction:
+    """Whole GPUs one unit of `resource` is worth; a resource outside the policy is judged by
+    its name (MIG `Ng` is N/7 of a GPU, anything else a whole GPU)."""
+    gpu_class = resolve_class(policy, tenant, resource, node_selector) or resolve_class(
+        policy, None, resource, node_selector
+    )
+    if gpu_class is not None:
+        return gpu_class.gpu_equivalent
+    match = _MIG_SLICES.match(resource)
+    if match is not None and resource != PLAIN_GPU:
+        return Fraction(int(match.group(1)), WHOLE_GPU_SLICES)
+    return Fraction(1)
+
+
+def format_gpus(amount: Fraction | float) -> str:
+    """`2`, `0.43`, `1.5`: whole-GPU equivalents as a person reads them."""
+    if isinstance(amount, Fraction) and amount.denominator == 1:
+        return str(amount.numerator)
+    return f"{float(amount):.2f}".rstrip("0").rstrip(".")

@@ -1,0 +1,74 @@
+"""The admission engine: AdmissionReview in, AdmissionReview out, no transport.
+
+`review` is what the HTTPS server calls for /mutate and /validate; `review_offline` runs both
+steps the way the API server chains them, for `quotaguard review`, `quotaguard test` and the
+simulator. A malformed review raises `BadReview` (HTTP 400); a bad object is a denial.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+import jsonpatch
+
+from quotaguard.admission.decision import ALLOWED, Decision, combine
+from quotaguard.admission.mutate import mutate
+from quotaguard.admission.reviews import (
+    AdmissionRequest,
+    AdmissionReview,
+    build_response,
+    decode_review,
+    request_namespace,
+)
+from quotaguard.admission.validate import validate
+from quotaguard.policy.model import TenantPolicy
+
+OperationPath = Literal["mutate", "validate"]
+
+
+def review(policy: TenantPolicy, body: object, *, operation_path: OperationPath) -> AdmissionReview:
+    """Answer one AdmissionReview. dryRun requests get the same answer: deciding has no
+    side effects."""
+    request = decode_review(body)
+    return build_response(request["uid"], decide(policy, request, operation_path=operation_path))
+
+
+def decide(
+    policy: TenantPolicy, request: AdmissionRequest, *, operation_path: OperationPath
+) -> Decision:
+    obj = request.get("object")
+    if not isinstance(obj, dict):
+        return ALLOWED
+    namespace = request_namespace(request)
+    operation = request.get("operation", "CREATE")
+    if operation_path == "mutate":
+        return mutate(policy, obj, namespace, operation=operation)
+    old = request.get("oldObject")
+    return validate(
+        policy,
+        obj,
+        namespace,
+        operation=operation,
+        old_object=old if isinstance(old, dict) else None,
+    )
+
+
+def review_offline(policy: TenantPolicy, body: object) -> tuple[AdmissionReview, dict[str, Any]]:
+    """Mutation, then validation of the mutated object: the response the user would see and
+    the object as it would be stored (the original one when denied)."""
+    request = decode_review(body)
+    obj = request.get("object")
+    if not isinstance(obj, dict):
+        return build_response(request["uid"], ALLOWED), {}
+    mutation = decide(policy, request, operation_path="mutate")
+    patched = apply_patch(obj, mutation) if mutation.allowed else obj
+    validation = decide(policy, {**request, "object": patched}, operation_path="validate")
+    decision = combine(mutation, validation)
+    return build_response(request["uid"], decision), patched if decision.allowed else obj
+
+
+def apply_patch(obj: dict[str, Any], decision: Decision) -> dict[str, Any]:
+    if not decision.patch:
+        return obj
+    patched: dict[str, Any] = jsonpatch.apply_patch(obj, list(decision.patch))
+    return patched

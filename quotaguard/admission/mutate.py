@@ -1,0 +1,326 @@
+"""Mutation: rewrite GPU requests into the tenant's classes, place, queue, and say so.
+
+Pure: reads the object and the policy, returns a Decision whose patch applies to the object as
+it arrived. Mutating the result again yields no patch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Any
+
+from quotaguard.admission.classes import resolve_class
+from quotaguard.admission.decision import ALLOWED, Decision, Denial, deny
+from quotaguard.admission.names import (
+    DEFAULT_SCHEDULER,
+    GPU_CLASS_HINT,
+    GPU_MEMORY_HINT,
+    KUEUE_QUEUE_LABEL,
+    REWRITE_HINT,
+    REWRITTEN_ANNOTATION,
+    TENANT_ANNOTATION,
+    VOLCANO_QUEUE_ANNOTATION,
+    VOLCANO_SCHEDULER,
+)
+from quotaguard.admission.patch import PatchBuilder
+from quotaguard.admission.workload import (
+    GpuContainer,
+    TemplateView,
+    has_gpus,
+    owned_by_workload,
+    template_views,
+)
+from quotaguard.podspec import PLAIN_GPU, workload_kind
+from quotaguard.policy.model import BEST_FIT, GpuClass, RewriteCondition, Tenant, TenantPolicy
+from quotaguard.quantity import QuantityError, format_bytes, parse_gpu_count, parse_quantity
+
+
+@dataclass(frozen=True, slots=True)
+class _Choice:
+    gpu_class: GpuClass | None
+    reason: str = ""
+    warning: str | None = None
+
+
+@dataclass(slots=True)
+class _Mutation:
+    """What one pass over the object collects before it becomes a Decision."""
+
+    patch: PatchBuilder
+    changes: list[str]
+    warnings: list[str]
+    denials: list[Denial]
+
+
+def mutate(
+    policy: TenantPolicy,
+    obj: Mapping[str, Any],
+    namespace: str,
+    *,
+    operation: str = "CREATE",
+) -> Decision:
+    if operation != "CREATE" or policy.exempt(namespace):
+        return ALLOWED
+    tenant = policy.tenant_of(namespace)
+    if tenant is None:
+        return ALLOWED
+    views = template_views(obj, policy.gpu_resources)
+    # A pod of a Job was made from a template this webhook already rewrote.
+    if not has_gpus(views) or owned_by_workload(obj):
+        return ALLOWED
+    state = _Mutation(PatchBuilder(obj), [], [], [])
+    single_template = len(views) == 1 and views[0].template.metadata_pointer == "/metadata"
+    for view in views:
+        placement, changes = _rewrite(policy, tenant, view, state)
+        _place(tenant, view, placement, state)
+        state.changes.extend(changes)
+        if not single_template and view.gpu_containers:
+            template = view.template
+            _provenance(template.metadata_pointer, template.metadata, tenant, changes, state)
+    _queue(policy, tenant, obj, views, state)
+    _provenance("/metadata", _mapping(obj.get("metadata")), tenant, state.changes, state)
+    audit = {"tenant": tenant.name}
+    if state.changes:
+        audit["rewritten"] = "; ".join(state.changes)
+    if state.denials:
+        return deny(state.denials, warnings=tuple(state.warnings), audit=audit)
+    return Decision(
+        allowed=True,
+        patch=tuple(state.patch.ops()),
+        warnings=tuple(state.warnings),
+        audit=audit,
+    )
+
+
+def _mapping(value: object) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
+
+
+def _rewrite(
+    policy: TenantPolicy, tenant: Tenant, view: TemplateView, state: _Mutation
+) -> tuple[dict[str, GpuClass], list[str]]:
+    """Rewrite `nvidia.com/gpu` per container; return each container's class and the changes."""
+    placement: dict[str, GpuClass] = {}
+    changes: list[str] = []
+    if not view.gpu_containers:
+        return placement, changes
+    enabled = _rewrite_enabled(view.hints.get(REWRITE_HINT))
+    memory = _memory_hint(view, state)
+    for container in view.gpu_containers:
+        resources = container.resources
+        if len(resources) != 1:
+            continue  # two classes in one container: validation denies it
+        resource = resources[0]
+        count = _whole_gpus(container, resource)
+        if resource != PLAIN_GPU or not enabled or count is None:
+            found = resolve_class(policy, tenant, resource, view.node_selector)
+            if found is not None:
+                placement[container.pointer] = found
+            continue
+        choice = _choose(policy, tenant, view, container, count, memory)
+        if choice.warning:
+            state.warnings.append(choice.warning)
+        chosen = choice.gpu_class or resolve_class(policy, tenant, PLAIN_GPU, view.node_selector)
+        if chosen is None:
+            continue
+        placement[container.pointer] = chosen
+        if chosen.resource != PLAIN_GPU:
+            change = _swap_resource(container, count, chosen.resource, state.patch)
+            changes.append(change)
+            state.warnings.append(f"{change} (tenant {tenant.name}, {choice.reason})")
+    return placement, changes
+
+
+def _rewrite_enabled(hint: object) -> bool:
+    return not (hint is False or (isinstance(hint, str) and hint.strip().lower() == "false"))
+
+
+def _memory_hint(view: TemplateView, state: _Mutation) -> Fraction | None:
+    value = view.hints.get(GPU_MEMORY_HINT)
+    if value is None:
+        return None
+    try:
+        memory = parse_quantity(value)
+    except QuantityError:
+        memory = Fraction(0)
+    if memory <= 0:
+        where = f" of {view.name}" if view.name else ""
+        state.warnings.append(
+            f"{GPU_MEMORY_HINT} {value!r}{where} is not a memory size (e.g. 8Gi); ignored"
+        )
+        return None
+    return memory
+
+
+def _whole_gpus(container: GpuContainer, resource: str) -> int | None:
+    """The count to carry over, when limits and requests agree on a positive whole number."""
+    count = parse_gpu_count(container.limits.get(resource))
+    if not count:
+        return None
+    if resource in container.requests and parse_gpu_count(container.requests[resource]) != count:
+        return None
+    return count
+
+
+def _choose(
+    policy: TenantPolicy,
+    tenant: Tenant,
+    view: TemplateView,
+    container: GpuContainer,
+    count: int,
+    memory: Fraction | None,
+) -> _Choice:
+    hint = view.hints.get(GPU_CLASS_HINT)
+    if isinstance(hint, str) and hint:
+        hinted = policy.classes_by_name.get(hint)
+        if hinted is not None and tenant.allows(hint):
+            return _Choice(hinted, f"{GPU_CLASS_HINT} hint")
+        warning = f"{container.label}: {GPU_CLASS_HINT} {hint!r} is not allowed; not rewritten"
+        return _Choice(None, warning=warning)
+    priority = view.spec.get("priorityClassName")
+    for number, rule in enumerate(tenant.rewrite, start=1):
+        if not _matches(rule.when, count, memory, view.labels, priority):
+            continue
+        if rule.to != BEST_FIT:
+            return _Choice(policy.classes_by_name.get(rule.to), f"rule {number}")
+        fit = _best_fit(policy, tenant, memory)
+        if fit is not None:
+            return _Choice(fit, f"rule {number}: best-fit for {format_bytes(memory or 0)}")
+        if memory is None:
+            warning = f"{container.label}: best-fit needs {GPU_MEMORY_HINT}; kept {PLAIN_GPU}"
+        else:
+            warning = (
+                f"{container.label}: no MIG class of tenant {tenant.name} has "
+                f"{format_bytes(memory)}; kept {PLAIN_GPU}"
+            )
+        return _Choice(None, warning=warning)
+    return _Choice(None)
+
+
+def _matches(
+    when: RewriteCondition,
+    count: int,
+    memory: Fraction | None,
+    labels: Mapping[str, Any],
+    priority: object,
+) -> bool:
+    if when.gpus is not None and when.gpus != count:
+        return False
+    if when.memory_at_most is not None and (memory is None or memory > when.memory_at_most):
+        return False
+    if when.memory_at_least is not None and (memory is None or memory < when.memory_at_least):
+        return False
+    if when.priority_class_names is not None and priority not in when.priority_class_names:
+        return False
+    return when.match_labels is None or all(
+        labels.get(key) == value for key, value in when.match_labels.items()
+    )
+
+
+def _best_fit(policy: TenantPolicy, tenant: Tenant, memory: Fraction | None) -> GpuClass | None:
+    """The smallest allowed MIG class (by slices, then memory) whose memory covers the hint."""
+    if memory is None:
+        return None
+    fitting = [
+        c for c in policy.spec.gpu_classes if c.mig and tenant.allows(c.name) and c.memory >= memory
+    ]
+    return min(fitting, key=lambda c: (c.slices, c.memory), default=None)
+
+
+def _swap_resource(container: GpuContainer, count: int, resource: str, patch: PatchBuilder) -> str:
+    amount = str(count)
+    limits = f"{container.pointer}/resources/limits"
+    requests = f"{container.pointer}/resources/requests"
+    patch.remove(limits, PLAIN_GPU)
+    patch.set(limits, resource, amount)
+    if PLAIN_GPU in container.requests:
+        patch.remove(requests, PLAIN_GPU)
+    patch.set(requests, resource, amount)
+    return f"{container.label}: {PLAIN_GPU}={count} -> {resource}={count}"
+
+
+def _place(
+    tenant: Tenant, view: TemplateView, placement: dict[str, GpuClass], state: _Mutation
+) -> None:
+    """Merge each class's nodeSelector into the pod's; a contradiction is a denial."""
+    current = view.node_selector
+    wanted: dict[str, tuple[str, GpuClass]] = {}
+    for gpu_class in {c.name: c for c in placement.values()}.values():
+        for key, value in gpu_class.node_selector.items():
+            have = current.get(key)
+            if have is not None and have != value:
+                state.denials.append(_conflict(tenant, view, gpu_class, key, value, f"{have}"))
+            elif key in wanted and wanted[key][0] != value:
+                other = wanted[key][1]
+                state.denials.append(
+                    Denial(
+                        "node-selector-conflict",
+                        f'tenant "{tenant.name}": classes "{other.name}" and "{gpu_class.name}" '
+                        f"need different nodes ({key}={wanted[key][0]} vs {key}={value}) in one "
+                        "pod; request one class per pod",
+                    )
+                )
+            else:
+                wanted[key] = (value, gpu_class)
+    for key, (value, _) in wanted.items():
+        state.patch.set(f"{view.template.spec_pointer}/nodeSelector", key, value)
+
+
+def _conflict(
+    tenant: Tenant, view: TemplateView, gpu_class: GpuClass, key: str, value: str, have: str
+) -> Denial:
+    where = f" of {view.name}" if view.name else ""
+    return Denial(
+        "node-selector-conflict",
+        f'tenant "{tenant.name}": class "{gpu_class.name}" runs on nodes with {key}={value}, '
+        f"but the nodeSelector{where} sets {key}={have}; remove that nodeSelector key "
+        f"(quotaguard places the pod) or pick another class with {GPU_CLASS_HINT}",
+    )
+
+
+def _queue(
+    policy: TenantPolicy,
+    tenant: Tenant,
+    obj: Mapping[str, Any],
+    views: list[TemplateView],
+    state: _Mutation,
+) -> None:
+    metadata = _mapping(obj.get("metadata"))
+    patch = state.patch
+    if policy.spec.backend == "kueue":
+        if not _mapping(metadata.get("labels")).get(KUEUE_QUEUE_LABEL):
+            patch.set("/metadata/labels", KUEUE_QUEUE_LABEL, tenant.local_queue)
+        return
+    if not _mapping(metadata.get("annotations")).get(VOLCANO_QUEUE_ANNOTATION):
+        patch.set("/metadata/annotations", VOLCANO_QUEUE_ANNOTATION, tenant.queue)
+    for view in views:
+        pointer = view.template.metadata_pointer
+        annotations = _mapping(view.template.metadata.get("annotations"))
+        if pointer != "/metadata" and not annotations.get(VOLCANO_QUEUE_ANNOTATION):
+            patch.set(f"{pointer}/annotations", VOLCANO_QUEUE_ANNOTATION, tenant.queue)
+        if view.spec.get("schedulerName") in (None, "", DEFAULT_SCHEDULER):
+            patch.set(view.template.spec_pointer, "schedulerName", VOLCANO_SCHEDULER)
+    if workload_kind(obj) == "VolcanoJob":
+        spec = _mapping(obj.get("spec"))
+        if not spec.get("queue"):
+            patch.set("/spec", "queue", tenant.queue)
+        if spec.get("schedulerName") in (None, "", DEFAULT_SCHEDULER):
+            patch.set("/spec", "schedulerName", VOLCANO_SCHEDULER)
+
+
+def _provenance(
+    metadata_pointer: str,
+    metadata: Mapping[str, Any],
+    tenant: Tenant,
+    changes: list[str],
+    state: _Mutation,
+) -> None:
+    pointer = f"{metadata_pointer}/annotations"
+    state.patch.set(pointer, TENANT_ANNOTATION, tenant.name)
+    if changes:
+        earlier = _mapping(metadata.get("annotations")).get(REWRITTEN_ANNOTATION)
+        record = "; ".join(changes)
+        value = f"{earlier}; {record}" if isinstance(earlier, str) and earlier else record
+        state.patch.set(pointer, REWRITTEN_ANNOTATION, value)

@@ -1,0 +1,18 @@
+"""Label and annotation names admission reads and writes (fixed by the admission contract)."""
+
+from __future__ import annotations
+
+# Hints a workload gives (annotations on the Pod or on the pod template of a Job).
+GPU_CLASS_HINT = "quotaguard.dev/gpu-class"
+GPU_MEMORY_HINT = "quotaguard.dev/gpu-memory"
+REWRITE_HINT = "quotaguard.dev/rewrite"
+
+# Provenance written by mutation.
+TENANT_ANNOTATION = "quotaguard.dev/tenant"
+REWRITTEN_ANNOTATION = "quotaguard.dev/rewritten"
+
+# Queue references of the two backends.
+KUEUE_QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+VOLCANO_QUEUE_ANNOTATION = "scheduling.volcano.sh/queue-name"
+VOLCANO_SCHEDULER = "volcano"
+DEFAULT_SCHEDULER = "default-scheduler"

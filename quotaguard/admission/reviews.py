@@ -1,0 +1,182 @@
+"""AdmissionReview (admission.k8s.io/v1) shapes, decoding and the response builder.
+
+TypedDicts rather than models: a review is read once and answered, and validating it into
+objects would cost more than the decision itself.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import uuid
+from collections.abc import Mapping
+from typing import Any, Literal, Required, TypedDict, cast
+
+from quotaguard.admission.decision import Decision
+
+API_VERSION = "admission.k8s.io/v1"
+KIND = "AdmissionReview"
+OPERATIONS = frozenset({"CREATE", "UPDATE", "DELETE", "CONNECT"})
+MAX_WARNING_LENGTH = 119  # the API server truncates warnings at 120 characters
+
+
+class GroupVersionKind(TypedDict):
+    group: str
+    version: str
+    kind: str
+
+
+class GroupVersionResource(TypedDict):
+    group: str
+    version: str
+    resource: str
+
+
+class UserInfo(TypedDict, total=False):
+    username: str
+    uid: str
+    groups: list[str]
+    extra: dict[str, list[str]]
+
+
+class AdmissionRequest(TypedDict, total=False):
+    uid: Required[str]
+    kind: GroupVersionKind
+    resource: GroupVersionResource
+    subResource: str
+    name: str
+    namespace: str
+    operation: str
+    userInfo: UserInfo
+    object: dict[str, Any] | None
+    oldObject: dict[str, Any] | None
+    dryRun: bool
+    options: dict[str, Any] | None
+
+
+class ReviewStatus(TypedDict, total=False):
+    code: int
+    message: str
+    reason: str
+
+
+class AdmissionResponse(TypedDict, total=False):
+    uid: Required[str]
+    allowed: Required[bool]
+    patch: str
+    patchType: Literal["JSONPatch"]
+    warnings: list[str]
+    status: ReviewStatus
+    auditAnnotations: dict[str, str]
+
+
+class AdmissionReview(TypedDict, total=False):
+    apiVersion: Required[str]
+    kind: Required[str]
+    request: AdmissionRequest
+    response: AdmissionResponse
+
+
+class BadReview(ValueError):
+    """The request is not an AdmissionReview that can be answered (HTTP 400, not a denial)."""
+
+
+def decode_review(body: object) -> AdmissionRequest:
+    """The request of a decoded AdmissionReview body, checked just enough to answer it."""
+    if not isinstance(body, Mapping):
+        raise BadReview(f"an AdmissionReview must be a JSON object, not {_kind_of(body)}")
+    if body.get("apiVersion") != API_VERSION or body.get("kind") != KIND:
+        raise BadReview(
+            f"expected apiVersion {API_VERSION} and kind {KIND}, got "
+            f"apiVersion {body.get('apiVersion')!r} and kind {body.get('kind')!r}"
+        )
+    request = body.get("request")
+    if not isinstance(request, Mapping):
+        raise BadReview("the AdmissionReview has no request")
+    uid = request.get("uid")
+    if not isinstance(uid, str) or not uid:
+        raise BadReview("request.uid is missing or not a string")
+    operation = request.get("operation", "CREATE")
+    if operation not in OPERATIONS:
+        raise BadReview(f"request.operation {operation!r} is not one of {sorted(OPERATIONS)}")
+    obj = request.get("object")
+    # DELETE and CONNECT carry no object; every other operation must.
+    if not isinstance(obj, Mapping) and not (obj is None and operation in ("DELETE", "CONNECT")):
+        raise BadReview(f"request.object must be an object, not {_kind_of(obj)}")
+    namespace = request.get("namespace")
+    if namespace is not None and not isinstance(namespace, str):
+        raise BadReview("request.namespace must be a string")
+    return cast(AdmissionRequest, request)
+
+
+def _kind_of(value: object) -> str:
+    return "null" if value is None else type(value).__name__
+
+
+def request_namespace(request: AdmissionRequest) -> str:
+    namespace = request.get("namespace")
+    if namespace:
+        return namespace
+    obj = request.get("object")
+    metadata = obj.get("metadata") if isinstance(obj, Mapping) else None
+    found = metadata.get("namespace") if isinstance(metadata, Mapping) else None
+    return found if isinstance(found, str) else ""
+
+
+def build_response(uid: str, decision: Decision) -> AdmissionReview:
+    response: AdmissionResponse = {"uid": uid, "allowed": decision.allowed}
+    if decision.allowed and decision.patch:
+        patch = json.dumps(decision.patch, separators=(",", ":")).encode()
+        response["patch"] = base64.b64encode(patch).decode("ascii")
+        response["patchType"] = "JSONPatch"
+    if decision.warnings:
+        response["warnings"] = [_warning(text) for text in decision.warnings]
+    if not decision.allowed:
+        response["status"] = {
+            "code": decision.code,
+            "reason": "Forbidden",
+            "message": decision.message,
+        }
+    if decision.audit:
+        response["auditAnnotations"] = dict(decision.audit)
+    return {"apiVersion": API_VERSION, "kind": KIND, "response": response}
+
+
+def _warning(text: str) -> str:
+    line = " ".join(text.split())
+    if len(line) <= MAX_WARNING_LENGTH:
+        return line
+    return line[: MAX_WARNING_LENGTH - 1] + "…"
+
+
+def make_review(
+    obj: Mapping[str, Any],
+    *,
+    namespace: str,
+    operation: str = "CREATE",
+    uid: str | None = None,
+    dry_run: bool = False,
+) -> AdmissionReview:
+    """The AdmissionReview the API server would send for `obj` (for review, test, simulate).
+
+    A manifest without apiVersion and kind is taken as a Pod, as in simulator traces.
+    """
+    if "apiVersion" not in obj and "kind" not in obj:
+        obj = {"apiVersion": "v1", "kind": "Pod", **obj}
+    api_version = str(obj.get("apiVersion", ""))
+    group, _, version = api_version.rpartition("/")
+    kind = str(obj.get("kind", ""))
+    metadata = obj.get("metadata")
+    name = metadata.get("name") if isinstance(metadata, Mapping) else None
+    request: AdmissionRequest = {
+        "uid": uid or str(uuid.uuid4()),
+        "kind": {"group": group, "version": version, "kind": kind},
+        "namespace": namespace,
+        "operation": operation,
+        "object": dict(obj),
+        "oldObject": None,
+        "dryRun": dry_run,
+    }
+    if isinstance(name, str):
+        request["name"] = name
+    return {"apiVersion": API_VERSION, "kind": KIND, "request": request}

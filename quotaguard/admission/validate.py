@@ -1,0 +1,303 @@
+"""Validation of the final object (after every mutating webhook): the admission denial rules.
+
+Every violation is collected, so the one message a user gets lists all of them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from fractions import Fraction
+from typing import Any
+
+from quotaguard.admission.classes import (
+    allowed_classes,
+    format_gpus,
+    gpu_equivalent,
+)
+from quotaguard.admission.decision import ALLOWED, Decision, Denial, deny
+from quotaguard.admission.names import (
+    GPU_CLASS_HINT,
+    GPU_MEMORY_HINT,
+    KUEUE_QUEUE_LABEL,
+    REWRITE_HINT,
+    VOLCANO_QUEUE_ANNOTATION,
+)
+from quotaguard.admission.workload import GpuContainer, TemplateView, has_gpus, template_views
+from quotaguard.podspec import PLAIN_GPU, pod_gpus, workload_kind
+from quotaguard.policy.model import Tenant, TenantPolicy
+from quotaguard.quantity import parse_gpu_count
+
+QueueRef = tuple[str, str]  # (where it is set, queue name)
+
+
+def validate(
+    policy: TenantPolicy,
+    obj: Mapping[str, Any],
+    namespace: str,
+    *,
+    operation: str = "CREATE",
+    old_object: Mapping[str, Any] | None = None,
+) -> Decision:
+    """Allowed, or denied with every reason. On UPDATE only a changed queue is judged (Kueue
+    lets a suspended Job move queues; nothing else that matters here can change)."""
+    if operation not in ("CREATE", "UPDATE") or policy.exempt(namespace):
+        return ALLOWED
+    views = template_views(obj, policy.gpu_resources)
+    if not has_gpus(views):
+        return ALLOWED
+    tenant = policy.tenant_of(namespace)
+    if operation == "UPDATE":
+        refs = queue_refs(obj, views)
+        if old_object is not None:
+            old_views = template_views(old_object, policy.gpu_resources)
+            if queue_refs(old_object, old_views) == refs:
+                return ALLOWED
+        return _decision(tenant, list(_queue_isolation(policy, tenant, namespace, refs)))
+    denials: list[Denial] = []
+    if tenant is None and policy.spec.unmatched_namespaces == "deny":
+        denials.append(_unmatched(policy, namespace))
+    for view in views:
+        denials.extend(_template(policy, tenant, view))
+    denials.extend(_queue_isolation(policy, tenant, namespace, queue_refs(obj, views)))
+    return _decision(tenant, denials)
+
+
+def _decision(tenant: Tenant | None, denials: list[Denial]) -> Decision:
+    if not denials:
+        return ALLOWED
+    return deny(denials, audit={"tenant": tenant.name} if tenant else {})
+
+
+def _who(tenant: Tenant | None) -> str:
+    return f'tenant "{tenant.name}": ' if tenant else ""
+
+
+def _template(policy: TenantPolicy, tenant: Tenant | None, view: TemplateView) -> Iterator[Denial]:
+    hint_denied = False
+    if tenant is not None and view.gpu_containers:
+        hint_denial = _class_hint(policy, tenant, view)
+        if hint_denial is not None:
+            hint_denied = True
+            yield hint_denial
+    for container in view.gpu_containers:
+        yield from _values(tenant, container)
+        resources = container.resources
+        if len(resources) > 1:
+            yield Denial(
+                "two-classes",
+                f"{_who(tenant)}{container.title} asks for {len(resources)} GPU classes "
+                f"({', '.join(resources)}); one container gets one GPU class: keep one of them "
+                "or split the work into two containers",
+            )
+        for resource in resources:
+            if tenant is not None and not (hint_denied and resource == PLAIN_GPU):
+                denial = _class_allowed(policy, tenant, view, container, resource)
+                if denial is not None:
+                    yield denial
+            yield from _shared_units(policy, tenant, view, container, resource)
+    if tenant is not None and tenant.max_gpus_per_pod is not None and view.gpu_containers:
+        denial = _max_per_pod(policy, tenant, view, tenant.max_gpus_per_pod)
+        if denial is not None:
+            yield denial
+
+
+def _values(tenant: Tenant | None, container: GpuContainer) -> Iterator[Denial]:
+    who = _who(tenant)
+    for resource in container.resources:
+        limit = container.limits.get(resource)
+        request = container.requests.get(resource)
+        if resource not in container.limits:
+            yield Denial(
+                "requests-only",
+                f"{who}{container.title} sets {resource} only in requests; GPUs must be set in "
+                f"limits: move it to limits (requests may be left out)",
+            )
+            if not parse_gpu_count(request):
+                yield _not_whole(who, container, resource, "requests", request)
+            continue
+        if not parse_gpu_count(limit):
+            yield _not_whole(who, container, resource, "limits", limit)
+            continue
+        if resource in container.requests:
+            if not parse_gpu_count(request):
+                yield _not_whole(who, container, resource, "requests", request)
+            elif parse_gpu_count(request) != parse_gpu_count(limit):
+                yield Denial(
+                    "requests-limits",
+                    f"{who}{container.title} requests {resource}={request} but limits it to "
+                    f"{limit}; GPUs cannot be overcommitted: set requests equal to limits or "
+                    "leave requests out",
+                )
+
+
+def _not_whole(
+    who: str, container: GpuContainer, resource: str, section: str, value: object
+) -> Denial:
+    return Denial(
+        "gpu-value",
+        f"{who}{container.title} asks for {resource}={value!r} in {section}; GPUs come in whole "
+        f"units: use a positive whole number such as 1",
+    )
+
+
+def _allowed_names(tenant: Tenant) -> str:
+    return ", ".join(tenant.allowed_classes or []) or "none"
+
+
+def _class_hint(policy: TenantPolicy, tenant: Tenant, view: TemplateView) -> Denial | None:
+    hint = view.hints.get(GPU_CLASS_HINT)
+    if hint is None or hint == "":
+        return None
+    if isinstance(hint, str) and hint in policy.classes_by_name and tenant.allows(hint):
+        return None
+    where = f" on {view.name}" if view.name else ""
+    if hint not in policy.classes_by_name:
+        known = ", ".join(policy.classes_by_name)
+        return Denial(
+            "class-not-allowed",
+            f"{_who(tenant)}{GPU_CLASS_HINT}={hint!r}{where} is not a GPU class of policy "
+            f'"{policy.name}" (classes: {known}); set it to one of '
+            f"{_allowed_names(tenant)} or remove it",
+        )
+    return Denial(
+        "class-not-allowed",
+        f"{_who(tenant)}{GPU_CLASS_HINT}={hint!r}{where} names a class the tenant does not allow "
+        f"(allowedClasses: {_allowed_names(tenant)}); set it to one of those or remove it",
+    )
+
+
+def _class_allowed(
+    policy: TenantPolicy,
+    tenant: Tenant,
+    view: TemplateView,
+    container: GpuContainer,
+    resource: str,
+) -> Denial | None:
+    if allowed_classes(policy, tenant, resource):
+        return None
+    classes = policy.classes_by_resource.get(resource, [])
+    asked = (
+        f'class "{classes[0].name}" ({resource})'
+        if len(classes) == 1
+        else f"{resource}, which no GPU class of the policy offers"
+        if not classes
+        else f"{resource} (classes {', '.join(c.name for c in classes)})"
+    )
+    if resource == PLAIN_GPU and view.hints.get(REWRITE_HINT) in ("false", False):
+        todo = f'remove the {REWRITE_HINT}: "false" annotation so the request is rewritten'
+    elif resource == PLAIN_GPU:
+        todo = (
+            f"set {GPU_CLASS_HINT} to an allowed class, or {GPU_MEMORY_HINT} so the tenant's "
+            "rewrite rules can pick one"
+        )
+    else:
+        todo = f"ask for {PLAIN_GPU} and let quotaguard pick a class, or use an allowed class"
+    return Denial(
+        "class-not-allowed",
+        f"{_who(tenant)}{container.title} asks for {asked}, which the tenant does not allow "
+        f"(allowedClasses: {_allowed_names(tenant)}); {todo}",
+    )
+
+
+def _shared_units(
+    policy: TenantPolicy,
+    tenant: Tenant | None,
+    view: TemplateView,
+    container: GpuContainer,
+    resource: str,
+) -> Iterator[Denial]:
+    count = parse_gpu_count(container.limits.get(resource))
+    if not count or count <= 1:
+        return
+    shared = [c for c in policy.classes_by_resource.get(resource, []) if c.shared]
+    if shared:
+        yield Denial(
+            "shared-units",
+            f"{_who(tenant)}{container.title} asks for {count} units of shared class "
+            f'"{shared[0].name}" ({resource}); time-slicing gives one container no extra '
+            f"compute for more units: ask for {resource}: 1",
+        )
+
+
+def _max_per_pod(
+    policy: TenantPolicy, tenant: Tenant, view: TemplateView, limit: float
+) -> Denial | None:
+    reserved = pod_gpus(view.spec, policy.gpu_resources)
+    selector = view.node_selector
+    total = sum(
+        (count * gpu_equivalent(policy, tenant, r, selector) for r, count in reserved.items()),
+        Fraction(0),
+    )
+    if total <= Fraction(limit):
+        return None
+    asked = ", ".join(
+        f"{c.label}: {r}={c.limits[r]}"
+        for c in view.gpu_containers
+        for r in c.limits
+        if parse_gpu_count(c.limits[r])
+    )
+    init_note = (
+        "; init containers count as the largest one"
+        if any(c.init for c in view.gpu_containers)
+        else ""
+    )
+    where = f"{view.name} " if view.name else ""
+    return Denial(
+        "max-gpus-per-pod",
+        f"{_who(tenant)}allows at most {limit:g} GPU-equivalent per pod (maxGPUsPerPod); "
+        f"{where}pod asks for {format_gpus(total)} ({asked}{init_note}); request fewer GPUs or "
+        "smaller classes, or use a namespace of a tenant that allows more",
+    )
+
+
+def queue_refs(obj: Mapping[str, Any], views: list[TemplateView]) -> list[QueueRef]:
+    """Every queue the object names: Kueue labels, Volcano annotations, a Volcano Job's queue."""
+    refs: dict[QueueRef, None] = {}
+    metadatas = [_mapping(obj.get("metadata"))] + [v.template.metadata for v in views]
+    for metadata in metadatas:
+        label = _mapping(metadata.get("labels")).get(KUEUE_QUEUE_LABEL)
+        if isinstance(label, str) and label:
+            refs[(f"label {KUEUE_QUEUE_LABEL}", label)] = None
+        annotation = _mapping(metadata.get("annotations")).get(VOLCANO_QUEUE_ANNOTATION)
+        if isinstance(annotation, str) and annotation:
+            refs[(f"annotation {VOLCANO_QUEUE_ANNOTATION}", annotation)] = None
+    if workload_kind(obj) == "VolcanoJob":
+        queue = _mapping(obj.get("spec")).get("queue")
+        if isinstance(queue, str) and queue:
+            refs[("spec.queue", queue)] = None
+    return list(refs)
+
+
+def _mapping(value: object) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
+
+
+def _queue_isolation(
+    policy: TenantPolicy, tenant: Tenant | None, namespace: str, refs: list[QueueRef]
+) -> Iterator[Denial]:
+    for where, queue in refs:
+        if tenant is not None and queue in (tenant.queue, tenant.local_queue):
+            continue
+        owner = policy.tenant_of_queue(queue)
+        if owner is None or (tenant is not None and owner.name == tenant.name):
+            continue
+        if tenant is None:
+            todo = "use a queue of your own, or run the workload in a tenant namespace"
+        else:
+            own = tenant.local_queue if where.startswith("label") else tenant.queue
+            todo = f'remove it (quotaguard sets it) or set it to "{own}"'
+        yield Denial(
+            "queue-isolation",
+            f'{_who(tenant)}queue "{queue}" ({where}) belongs to tenant "{owner.name}"; '
+            f'workloads in namespace "{namespace}" may not use it: {todo}',
+        )
+
+
+def _unmatched(policy: TenantPolicy, namespace: str) -> Denial:
+    owned = ", ".join(p for t in policy.spec.tenants for p in t.namespaces)
+    return Denial(
+        "unmatched-namespace",
+        f'namespace "{namespace}" belongs to no tenant of policy "{policy.name}" and '
+        f"unmatchedNamespaces is deny: GPUs are for tenant namespaces ({owned}); run the "
+        "workload in one of them or ask the platform team to add this namespace to a tenant",
+    )

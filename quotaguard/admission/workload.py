@@ -1,0 +1,141 @@
+"""The GPU-relevant view of a workload object that mutation and validation both read.
+
+Built on `quotaguard.podspec` (the one walker): per pod template, the containers that name a
+GPU resource with their raw values (validation must see values the scheduler would refuse),
+the hints, labels and where each lives as a JSON Pointer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from quotaguard.podspec import PodTemplate, containers, is_gpu_resource, pod_templates
+
+_EMPTY: Mapping[str, Any] = {}
+WORKLOAD_OWNERS = frozenset({"Job", "JobSet"})
+
+
+def _mapping(value: object) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else _EMPTY
+
+
+@dataclass(frozen=True, slots=True)
+class GpuContainer:
+    """A container that names at least one GPU resource in its limits or requests."""
+
+    label: str  # "main", or "workers/main" inside a JobSet or Volcano Job
+    pointer: str
+    init: bool
+    limits: Mapping[str, Any]  # GPU resources only, values as written
+    requests: Mapping[str, Any]
+
+    @property
+    def resources(self) -> list[str]:
+        return list(dict.fromkeys([*self.limits, *self.requests]))
+
+    @property
+    def title(self) -> str:
+        return f'{"init container" if self.init else "container"} "{self.label}"'
+
+
+@dataclass(frozen=True, slots=True)
+class TemplateView:
+    template: PodTemplate
+    name: str | None  # the Volcano task or JobSet replicated job the template belongs to
+    gpu_containers: tuple[GpuContainer, ...]
+    hints: Mapping[str, Any]  # annotations of the template, over those of the object
+    labels: Mapping[str, Any]
+
+    @property
+    def spec(self) -> Mapping[str, Any]:
+        return self.template.spec
+
+    @property
+    def node_selector(self) -> Mapping[str, Any]:
+        return _mapping(self.template.spec.get("nodeSelector"))
+
+
+def template_views(obj: Mapping[str, Any], gpu_resources: frozenset[str]) -> list[TemplateView]:
+    """One view per pod template of a Pod, Job, Volcano Job or JobSet (none for other kinds)."""
+    templates = pod_templates(obj)
+    if not templates:
+        return []
+    object_annotations = _mapping(_mapping(obj.get("metadata")).get("annotations"))
+    views = []
+    for template in templates:
+        name = _template_name(obj, template)
+        annotations = _mapping(template.metadata.get("annotations"))
+        hints = (
+            annotations
+            if template.metadata_pointer == "/metadata" or not object_annotations
+            else {**object_annotations, **annotations}
+        )
+        views.append(
+            TemplateView(
+                template=template,
+                name=name,
+                gpu_containers=tuple(_gpu_containers(template, name, gpu_resources)),
+                hints=hints,
+                labels=_mapping(template.metadata.get("labels")),
+            )
+        )
+    return views
+
+
+def _gpu_containers(
+    template: PodTemplate, template_name: str | None, gpu_resources: frozenset[str]
+) -> list[GpuContainer]:
+    found = []
+    for ref in containers(template.spec, template.spec_pointer):
+        resources = ref.container.get("resources")
+        if not isinstance(resources, Mapping):
+            continue
+        limits = _gpu_entries(resources.get("limits"), gpu_resources)
+        requests = _gpu_entries(resources.get("requests"), gpu_resources)
+        if limits or requests:
+            label = f"{template_name}/{ref.name}" if template_name else ref.name
+            found.append(GpuContainer(label, ref.pointer, ref.init, limits, requests))
+    return found
+
+
+def _gpu_entries(section: object, gpu_resources: frozenset[str]) -> Mapping[str, Any]:
+    if not isinstance(section, Mapping) or not section:
+        return _EMPTY
+    return {
+        name: value
+        for name, value in section.items()
+        if isinstance(name, str) and is_gpu_resource(name, gpu_resources)
+    }
+
+
+def _template_name(obj: Mapping[str, Any], template: PodTemplate) -> str | None:
+    """`tasks[i].name` or `replicatedJobs[i].name` for the templates that have one."""
+    parts = template.spec_pointer.split("/")
+    if len(parts) < 4 or parts[2] not in ("tasks", "replicatedJobs"):
+        return None
+    items = _mapping(obj.get("spec")).get(parts[2])
+    index = int(parts[3])
+    item = items[index] if isinstance(items, list) and index < len(items) else None
+    name = _mapping(item).get("name")
+    return name if isinstance(name, str) and name else f"{parts[2]}[{index}]"
+
+
+def has_gpus(views: list[TemplateView]) -> bool:
+    return any(view.gpu_containers for view in views)
+
+
+def owned_by_workload(obj: Mapping[str, Any]) -> bool:
+    """Made by a Job, JobSet or Volcano Job, whose template admission has already seen."""
+    owners = _mapping(obj.get("metadata")).get("ownerReferences")
+    if not isinstance(owners, list):
+        return False
+    for owner in owners:
+        owner = _mapping(owner)
+        kind, api_version = owner.get("kind"), owner.get("apiVersion")
+        if kind in WORKLOAD_OWNERS and isinstance(api_version, str):
+            group = api_version.rpartition("/")[0]
+            if group in ("batch", "batch.volcano.sh", "jobset.x-k8s.io"):
+                return True
+    return False
