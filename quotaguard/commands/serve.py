@@ -1,4 +1,9 @@
-"""`quotaguard serve` (not implemented yet)."""
+"""`quotaguard serve --policy P`: the webhook, the controller and the reports server in one process.
+
+Start-up problems (invalid policy, missing TLS files, a component not in this build, a port in
+use) are one plain line each on stderr and exit 2; once running, logs are JSON lines on stderr
+and SIGTERM drains in-flight requests and exits 0.
+"""
 
 from __future__ import annotations
 
@@ -6,12 +11,91 @@ import argparse
 import sys
 from typing import Any
 
+DEFAULT_COMPONENTS = "webhook,controller,reports"
+LOG_LEVELS = ("debug", "info", "warning", "error")
+
 
 def register(verbs: Any) -> None:
-    parser: argparse.ArgumentParser = verbs.add_parser("serve", help="(not implemented yet)")
+    parser: argparse.ArgumentParser = verbs.add_parser(
+        "serve",
+        help="run the admission webhook (HTTPS), the quota controller and the reports server",
+        description="Run the webhook, the controller and the reports server in one process.",
+    )
+    parser.add_argument("--policy", required=True, metavar="FILE", help="TenantPolicy file")
+    parser.add_argument(
+        "--components",
+        default=DEFAULT_COMPONENTS,
+        metavar="LIST",
+        help=f"comma-separated components to run (default {DEFAULT_COMPONENTS})",
+    )
+    parser.add_argument(
+        "--bind-address", default=None, metavar="ADDR", help="listen address (default: all)"
+    )
+    parser.add_argument("--webhook-port", type=int, default=8443, metavar="PORT")
+    parser.add_argument("--tls-cert-file", metavar="FILE", help="PEM serving certificate")
+    parser.add_argument("--tls-key-file", metavar="FILE", help="PEM private key")
+    parser.add_argument(
+        "--http-port",
+        type=int,
+        default=8080,
+        metavar="PORT",
+        help="plain HTTP for /metrics, /healthz, /readyz and /reports",
+    )
+    parser.add_argument(
+        "--kubeconfig", metavar="FILE", help="kubeconfig (default: in-cluster config)"
+    )
+    parser.add_argument(
+        "--mode",
+        choices=("apply", "recommend", "off"),
+        help="quota controller mode (overrides the policy's spec.rebalance.mode)",
+    )
+    parser.add_argument("--log-level", choices=LOG_LEVELS, default="info")
+    parser.add_argument("--policy-poll-interval", type=_positive, default=2.0, metavar="SECONDS")
+    parser.add_argument("--tls-poll-interval", type=_positive, default=5.0, metavar="SECONDS")
+    parser.add_argument(
+        "--shutdown-timeout",
+        type=_positive,
+        default=25.0,
+        metavar="SECONDS",
+        help="how long SIGTERM waits for in-flight requests",
+    )
     parser.set_defaults(run=run)
 
 
+def _positive(text: str) -> float:
+    value = float(text)
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be positive: {text}")
+    return value
+
+
 def run(args: argparse.Namespace) -> int:
-    print("quotaguard serve: not implemented yet", file=sys.stderr)
-    return 2
+    import asyncio
+
+    from quotaguard.observability import configure_logging
+    from quotaguard.policy.problems import PolicyInvalid
+    from quotaguard.serving import EXIT_USAGE, ServeOptions, StartupError, serve
+
+    configure_logging(args.log_level)
+    components = tuple(name.strip() for name in args.components.split(",") if name.strip())
+    options = ServeOptions(
+        policy=args.policy,
+        components=components,
+        bind_address=args.bind_address,
+        webhook_port=args.webhook_port,
+        tls_cert_file=args.tls_cert_file,
+        tls_key_file=args.tls_key_file,
+        http_port=args.http_port,
+        kubeconfig=args.kubeconfig,
+        mode=args.mode,
+        policy_poll_interval=args.policy_poll_interval,
+        tls_poll_interval=args.tls_poll_interval,
+        shutdown_timeout=args.shutdown_timeout,
+    )
+    try:
+        return asyncio.run(serve(options))
+    except StartupError as exc:
+        print(f"quotaguard serve: {exc}", file=sys.stderr)
+    except PolicyInvalid as exc:
+        print(exc, file=sys.stderr)  # one FILE:LINE:COLUMN line per problem
+    return EXIT_USAGE

@@ -1,0 +1,75 @@
+"""The plain-HTTP side of `serve`: /metrics, /healthz, /readyz, plus routes other components add.
+
+Readiness is the conjunction of named checks; each returns None when ready or the reason it is
+not, and /readyz reports every reason so `kubectl describe` shows what is missing.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable, Mapping
+
+from aiohttp import web
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+
+from quotaguard.observability import REGISTRY
+from quotaguard.policystore import PolicyStore
+
+log = logging.getLogger("quotaguard.http")
+
+ReadinessCheck = Callable[[], str | None]
+"""None when this part of the process is ready, otherwise why it is not."""
+
+STORE_KEY = web.AppKey("quotaguard.policy_store", PolicyStore)
+"""Route handlers added through `extra_routes` find the policy store at `request.app[STORE_KEY]`."""
+
+
+def policy_readiness(store: PolicyStore) -> ReadinessCheck:
+    def check() -> str | None:
+        if store.ready:
+            return None
+        return store.last_error or f"policy {store.path} not loaded yet"
+
+    return check
+
+
+def build_http_app(
+    store: PolicyStore,
+    *,
+    extra_routes: Iterable[web.AbstractRouteDef] = (),
+    readiness_checks: Mapping[str, ReadinessCheck] | None = None,
+    registry: CollectorRegistry = REGISTRY,
+) -> web.Application:
+    """The HTTP application; the policy check is always part of readiness."""
+    checks: dict[str, ReadinessCheck] = {"policy": policy_readiness(store)}
+    checks.update(readiness_checks or {})
+
+    async def metrics(_: web.Request) -> web.Response:
+        response = web.Response(body=generate_latest(registry))
+        response.headers["Content-Type"] = CONTENT_TYPE_LATEST
+        return response
+
+    async def healthz(_: web.Request) -> web.Response:
+        return web.json_response({"status": "ok"})
+
+    async def readyz(_: web.Request) -> web.Response:
+        reasons = {name: reason for name, check in checks.items() if (reason := _run(check))}
+        if reasons:
+            return web.json_response({"ready": False, "reasons": reasons}, status=503)
+        return web.json_response({"ready": True, "generation": store.generation})
+
+    app = web.Application()
+    app[STORE_KEY] = store
+    app.router.add_get("/metrics", metrics)
+    app.router.add_get("/healthz", healthz)
+    app.router.add_get("/readyz", readyz)
+    app.router.add_routes(list(extra_routes))
+    return app
+
+
+def _run(check: ReadinessCheck) -> str | None:
+    try:
+        return check()
+    except Exception as exc:
+        log.exception("readiness check failed")
+        return f"readiness check failed: {type(exc).__name__}: {exc}"

@@ -1,0 +1,118 @@
+"""JSON-lines logging and the one Prometheus registry every component of `serve` exports.
+
+Metrics live in a registry of their own rather than prometheus_client's global one, so tests and
+`serve` see exactly quotaguard's series and importing this module twice never double-registers.
+Components define their metrics here (or in their own module against `REGISTRY`).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+import time
+from typing import IO, Any, Final
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+REGISTRY: Final = CollectorRegistry(auto_describe=True)
+
+# -- admission webhook ---------------------------------------------------------------------------
+ADMISSION_RESULTS: Final = ("allowed", "denied", "mutated", "error", "bad_request")
+ADMISSION_REQUESTS: Final = Counter(
+    "quotaguard_admission_requests",
+    "Admission requests answered, by operation (mutate/validate), object kind and result.",
+    ["operation", "kind", "result"],
+    registry=REGISTRY,
+)
+ADMISSION_DURATION: Final = Histogram(
+    "quotaguard_admission_duration_seconds",
+    "Time from the end of reading the request body to the encoded response.",
+    ["operation"],
+    buckets=(0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25),
+    registry=REGISTRY,
+)
+ADMISSION_IN_FLIGHT: Final = Gauge(
+    "quotaguard_admission_in_flight_requests",
+    "Admission requests being handled right now.",
+    registry=REGISTRY,
+)
+
+# -- policy file ---------------------------------------------------------------------------------
+POLICY_RELOADS: Final = Counter(
+    "quotaguard_policy_reloads",
+    "Policy files loaded and put in force (the first load included).",
+    registry=REGISTRY,
+)
+POLICY_RELOAD_FAILURES: Final = Counter(
+    "quotaguard_policy_reload_failures",
+    "Changed policy files refused (reason: invalid or unreadable); the last good policy stays.",
+    ["reason"],
+    registry=REGISTRY,
+)
+POLICY_GENERATION: Final = Gauge(
+    "quotaguard_policy_generation",
+    "Generation of the policy in force: 1 after the first load, +1 on every accepted change.",
+    registry=REGISTRY,
+)
+
+# -- serving certificate -------------------------------------------------------------------------
+TLS_RELOADS: Final = Counter(
+    "quotaguard_tls_certificate_reloads",
+    "Serving certificate/key pairs loaded (the first load included).",
+    registry=REGISTRY,
+)
+TLS_RELOAD_FAILURES: Final = Counter(
+    "quotaguard_tls_certificate_reload_failures",
+    "Changed certificate/key files refused (unreadable or not a matching pair).",
+    registry=REGISTRY,
+)
+TLS_CERTIFICATE_EXPIRY: Final = Gauge(
+    "quotaguard_tls_certificate_expiry_timestamp_seconds",
+    "notAfter of the serving certificate in force, as a Unix time.",
+    registry=REGISTRY,
+)
+
+for _reason in ("invalid", "unreadable"):
+    POLICY_RELOAD_FAILURES.labels(reason=_reason)
+
+# Attributes every LogRecord has; anything else on a record came from `extra=` and is logged.
+_STANDARD_ATTRIBUTES: Final = frozenset(
+    {*vars(logging.LogRecord("", logging.INFO, "", 0, "", None, None)), "message", "asctime"}
+)
+
+
+class JsonLinesFormatter(logging.Formatter):
+    """One JSON object per line: time, level, logger, message, and every `extra=` field."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        entry: dict[str, Any] = {
+            "time": _rfc3339(record.created),
+            "level": record.levelname.lower(),
+            "logger": record.name,
+            "message": record.getMessage(),
+        }
+        for key, value in vars(record).items():
+            if key not in _STANDARD_ATTRIBUTES and not key.startswith("_"):
+                entry[key] = value
+        if record.exc_info:
+            entry["exception"] = self.formatException(record.exc_info)
+        return json.dumps(entry, default=str, separators=(",", ":"))
+
+
+def _rfc3339(created: float) -> str:
+    seconds = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(created))
+    return f"{seconds}.{int(created % 1 * 1000):03d}Z"
+
+
+def configure_logging(level: str = "info", *, stream: IO[str] | None = None) -> None:
+    """Send every logger's records to `stream` (stderr) as JSON lines, at `level` and above."""
+    handler = logging.StreamHandler(stream if stream is not None else sys.stderr)
+    handler.setFormatter(JsonLinesFormatter())
+    root = logging.getLogger()
+    for old in list(root.handlers):
+        root.removeHandler(old)
+    root.addHandler(handler)
+    root.setLevel(level.upper())
+    # aiohttp's per-request access log would double every request; our own metrics cover it.
+    logging.getLogger("aiohttp.access").setLevel(logging.WARNING)

@@ -1,0 +1,1 @@
+"""The admission webhook's HTTPS server (the decisions are `quotaguard.admission`'s)."""

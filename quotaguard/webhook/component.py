@@ -1,0 +1,45 @@
+"""The `webhook` component of `quotaguard serve`: HTTPS on --webhook-port with a reloading cert."""
+
+from __future__ import annotations
+
+import logging
+
+from aiohttp import web
+
+from quotaguard.serving import ServeContext, StartupError
+from quotaguard.tlsreload import CertificateError, ReloadingCertificate
+from quotaguard.webhook.server import build_webhook_app
+
+log = logging.getLogger("quotaguard.webhook")
+
+
+async def start(ctx: ServeContext) -> None:
+    options = ctx.options
+    if not options.tls_cert_file or not options.tls_key_file:
+        raise StartupError(
+            "the webhook needs --tls-cert-file and --tls-key-file (the API server only calls "
+            "webhooks over HTTPS)"
+        )
+    certificate = ReloadingCertificate(options.tls_cert_file, options.tls_key_file)
+    try:
+        certificate.load()
+    except CertificateError as exc:
+        raise StartupError(str(exc)) from exc
+    ctx.add_readiness_check(
+        "tls", lambda: None if certificate.ready else "serving certificate not loaded"
+    )
+    runner = web.AppRunner(
+        build_webhook_app(ctx.store), access_log=None, shutdown_timeout=options.shutdown_timeout
+    )
+    await runner.setup()
+    site = web.TCPSite(
+        runner, options.bind_address, options.webhook_port, ssl_context=certificate.context
+    )
+    try:
+        await site.start()
+    except OSError as exc:
+        await runner.cleanup()
+        raise StartupError(f"cannot listen on webhook port {options.webhook_port}: {exc}") from exc
+    log.info("webhook listening", extra={"addresses": [list(a) for a in runner.addresses]})
+    ctx.on_shutdown(runner.cleanup)
+    ctx.run_task("tls-watch", certificate.watch(options.tls_poll_interval))

@@ -1,0 +1,174 @@
+"""The admission webhook over HTTP: decode, call the admission engine, encode. Nothing else.
+
+The engine decides; this module only adapts. Three kinds of failure, three answers:
+
+- The request is bad (body over 7 MiB, not JSON, not an AdmissionReview): HTTP 413/400 with a
+  JSON `{"error": ...}`. The API server reports it and the registration's failurePolicy applies,
+  which is right: there is no object we could have judged.
+- The object is bad: an ordinary denial inside an HTTP 200 AdmissionReview (the engine's answer).
+- The engine itself fails on a well-formed review (a bug in quotaguard): logged with the uid and
+  answered as HTTP 200 with `allowed: false`, `status.code: 500`. Answering HTTP 500 instead would
+  hand the decision to failurePolicy, and with `Ignore` an un-rewritten GPU pod would slip past
+  the quota rewrite unseen. A denial is deterministic, names the uid to look for in our log, and
+  the user sees an error they can retry once the policy or the code is fixed.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any, Final, Literal, Protocol
+
+from aiohttp import web
+
+from quotaguard.admission import engine
+from quotaguard.admission.reviews import AdmissionReview, BadReview
+from quotaguard.observability import ADMISSION_DURATION, ADMISSION_IN_FLIGHT, ADMISSION_REQUESTS
+from quotaguard.policy.model import TenantPolicy
+from quotaguard.policystore import PolicyStore
+
+log = logging.getLogger("quotaguard.webhook")
+
+MAX_BODY_BYTES: Final = 7 * 1024 * 1024
+ADMISSION_API_VERSION: Final = "admission.k8s.io/v1"
+# Object kinds get their own metric label; anything else is "other", so that a client sending
+# made-up kinds cannot grow the number of series without bound.
+KNOWN_KINDS: Final = frozenset({"Pod", "Job", "JobSet"})
+
+Operation = Literal["mutate", "validate"]
+
+
+class ReviewFunction(Protocol):
+    def __call__(
+        self, policy: TenantPolicy, body: object, *, operation_path: Operation
+    ) -> AdmissionReview: ...
+
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+def build_webhook_app(
+    store: PolicyStore, *, review: ReviewFunction = engine.review
+) -> web.Application:
+    """POST /mutate and POST /validate; every error answer is JSON."""
+    app = web.Application(client_max_size=MAX_BODY_BYTES, middlewares=[_json_errors])
+    app.router.add_post("/mutate", _endpoint(store, review, "mutate"))
+    app.router.add_post("/validate", _endpoint(store, review, "validate"))
+    return app
+
+
+def _endpoint(store: PolicyStore, review: ReviewFunction, operation: Operation) -> Handler:
+    async def handle(request: web.Request) -> web.Response:
+        ADMISSION_IN_FLIGHT.inc()
+        try:
+            try:
+                body = await request.read()  # 413 past client_max_size, even if compressed
+            except web.HTTPRequestEntityTooLarge:
+                ADMISSION_REQUESTS.labels(operation, "", "bad_request").inc()
+                raise
+            started = time.perf_counter()
+            status, payload, kind, result = answer(store, review, operation, body)
+            ADMISSION_DURATION.labels(operation).observe(time.perf_counter() - started)
+            ADMISSION_REQUESTS.labels(operation, kind, result).inc()
+            return web.Response(status=status, body=payload, content_type="application/json")
+        finally:
+            ADMISSION_IN_FLIGHT.dec()
+
+    return handle
+
+
+def answer(
+    store: PolicyStore, review: ReviewFunction, operation: Operation, body: bytes
+) -> tuple[int, bytes, str, str]:
+    """(HTTP status, JSON body, kind label, result label) for one request body."""
+    if not store.ready:
+        return 503, _error(f"no policy loaded from {store.path} yet"), "", "error"
+    policy = store.policy
+    try:
+        document = json.loads(body)
+    except (ValueError, RecursionError) as exc:
+        return 400, _error(f"request body is not JSON: {_short(exc)}"), "", "bad_request"
+    try:
+        response = review(policy, document, operation_path=operation)
+        payload = _encode(response)
+    except BadReview as exc:
+        return 400, _error(f"not an AdmissionReview: {exc}"), "", "bad_request"
+    except Exception:
+        uid = _uid(document)
+        log.exception("admission engine failed", extra={"uid": uid, "operation": operation})
+        if uid is None:
+            return 400, _error("not an AdmissionReview: request.uid missing"), "", "bad_request"
+        return 200, _encode(internal_error_review(uid)), _kind(document), "error"
+    return 200, payload, _kind(document), _result(response)
+
+
+def internal_error_review(uid: str) -> AdmissionReview:
+    return {
+        "apiVersion": ADMISSION_API_VERSION,
+        "kind": "AdmissionReview",
+        "response": {
+            "uid": uid,
+            "allowed": False,
+            "status": {
+                "code": 500,
+                "reason": "InternalError",
+                "message": f"quotaguard failed on this request (uid {uid}); see its log",
+            },
+        },
+    }
+
+
+def _encode(document: Any) -> bytes:
+    return json.dumps(document, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+def _error(message: str) -> bytes:
+    return _encode({"error": message})
+
+
+def _short(exc: BaseException) -> str:
+    text = str(exc) or type(exc).__name__
+    return text if len(text) <= 200 else text[:197] + "..."
+
+
+def _request_field(document: Any, name: str) -> Any:
+    request = document.get("request") if isinstance(document, dict) else None
+    return request.get(name) if isinstance(request, dict) else None
+
+
+def _uid(document: Any) -> str | None:
+    uid = _request_field(document, "uid")
+    return uid if isinstance(uid, str) and uid else None
+
+
+def _kind(document: Any) -> str:
+    kind = _request_field(document, "kind")
+    name = kind.get("kind") if isinstance(kind, dict) else None
+    return name if name in KNOWN_KINDS else "other"
+
+
+def _result(review: AdmissionReview) -> str:
+    response = review.get("response")
+    if response is None or not response.get("allowed"):
+        return "denied"
+    return "mutated" if response.get("patch") else "allowed"
+
+
+@web.middleware
+async def _json_errors(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """aiohttp's own errors (404, 405, 413) as JSON, like ours."""
+    try:
+        return await handler(request)
+    except web.HTTPException as exc:
+        if exc.status < 400:
+            raise
+        headers = {"Allow": exc.headers["Allow"]} if "Allow" in exc.headers else None
+        message = f"{request.method} {request.path}: {exc.reason}"
+        return web.Response(
+            status=exc.status,
+            body=_error(message),
+            content_type="application/json",
+            headers=headers,
+        )
