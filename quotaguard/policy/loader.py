@@ -253,3 +253,19 @@ def policy_files(paths: list[str]) -> Iterator[tuple[str, bool]]:
                     yield str(child), False
         else:
             yield name, True
+
+
+def yaml_documents(text: str) -> list[object]:
+    """Round-trip YAML documents that keep the line and column of every node; raises
+    ruamel's YAMLError. For other files kept next to the policy (e.g. policy tests)."""
+    return [root for root in _documents(text, "") if root is not None]
+
+
+def plain(node: object) -> object:
+    """A document from `yaml_documents` as plain dicts, lists and scalars."""
+    return _plain(node)
+
+
+def position(root: object, path: Path, *, at_key: bool = False) -> tuple[int, int]:
+    """1-based line and column of `path` (or its deepest existing ancestor) in `root`."""
+    return _locate(root, path, at_key=at_key)
