@@ -1,17 +1,146 @@
-"""`quotaguard plan` (not implemented yet)."""
+"""`quotaguard plan`: quota targets and fair-share weights next to the current queues.
+
+Reads a snapshot file (`kubectl get nodes,pods,clusterqueues,workloads -A -o json`) or lists
+the same objects from a cluster once; both feed the same parser and planner.
+
+Exit codes: 0 the plan keeps every invariant; 1 it cannot (a class's guarantees exceed its
+distributable capacity, so they were scaled down; the plan is still printed); 2 bad input.
+"""
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from typing import Any
 
+KUEUE = ("kueue.x-k8s.io", ("v1beta2", "v1beta1"), ("clusterqueues", "workloads"))
+VOLCANO = ("scheduling.volcano.sh", ("v1beta1",), ("queues", "podgroups"))
+
 
 def register(verbs: Any) -> None:
-    parser: argparse.ArgumentParser = verbs.add_parser("plan", help="(not implemented yet)")
+    parser: argparse.ArgumentParser = verbs.add_parser(
+        "plan",
+        help="compute quota targets and fair-share weights",
+        description="Compute quota targets and fair-share weights from a cluster snapshot "
+        "or a live cluster, next to what the queues hold now. Exit 1 when a class's "
+        "guarantees exceed its capacity (they are scaled down and reported).",
+    )
+    parser.add_argument("--policy", required=True, metavar="P", help="tenant policy file")
+    source = parser.add_mutually_exclusive_group(required=True)
+    source.add_argument(
+        "--snapshot",
+        metavar="FILE",
+        help="JSON of `kubectl get nodes,pods,clusterqueues,workloads -A -o json`",
+    )
+    source.add_argument("--kubeconfig", metavar="K", help="read the cluster with this kubeconfig")
+    parser.add_argument("--context", help="kubeconfig context (default: the current one)")
+    parser.add_argument("--output", choices=("table", "json", "csv"), default="table")
     parser.set_defaults(run=run)
 
 
+def _list_cluster(kubeconfig: str, context: str | None, backend: str) -> list[Any]:
+    """Every object the planner reads, listed once each, as plain dicts."""
+    from kubernetes import client, config
+    from kubernetes.client.exceptions import ApiException
+
+    new_client: Any = config.new_client_from_config
+    api = new_client(config_file=kubeconfig, context=context)
+    core = client.CoreV1Api(api)
+    custom = client.CustomObjectsApi(api)
+    items: list[Any] = []
+
+    def add(response: Any, kind: str, api_version: str) -> None:
+        document = json.loads(response.read())
+        for item in document.get("items") or []:
+            # Lists leave kind and apiVersion off their items.
+            item.setdefault("kind", kind)
+            item.setdefault("apiVersion", api_version)
+            items.append(item)
+
+    add(core.list_node(_preload_content=False), "Node", "v1")
+    add(core.list_pod_for_all_namespaces(_preload_content=False), "Pod", "v1")
+    group, versions, plurals = VOLCANO if backend == "volcano" else KUEUE
+    kinds = {
+        "clusterqueues": "ClusterQueue",
+        "workloads": "Workload",
+        "queues": "Queue",
+        "podgroups": "PodGroup",
+    }
+    for plural in plurals:
+        for version in versions:
+            try:
+                response = custom.list_cluster_custom_object(
+                    group, version, plural, _preload_content=False
+                )
+            except ApiException as exc:
+                if exc.status == 404:
+                    continue
+                raise
+            add(response, kinds[plural], f"{group}/{version}")
+            break
+        else:
+            print(f"warning: {group} {plural} are not served by the cluster", file=sys.stderr)
+    return items
+
+
 def run(args: argparse.Namespace) -> int:
-    print("quotaguard plan: not implemented yet", file=sys.stderr)
-    return 2
+    from quotaguard.policy.loader import load_policy_file
+    from quotaguard.policy.problems import PolicyInvalid
+    from quotaguard.quota.capacity import class_capacity
+    from quotaguard.quota.cluster import SnapshotError, load_snapshot, parse_objects
+    from quotaguard.quota.demand import demand_of
+    from quotaguard.quota.planner import plan
+    from quotaguard.quota.queues import current_state
+    from quotaguard.quota.report import build_report, format_table, to_csv
+    from quotaguard.quota.weights import UsageHistory, fair_share_weights, usage_in_gpus
+
+    try:
+        policy = load_policy_file(args.policy)
+    except OSError as exc:
+        print(f"{args.policy}: cannot read: {exc.strerror or exc}", file=sys.stderr)
+        return 2
+    except PolicyInvalid as exc:
+        for located in exc.errors:
+            print(located, file=sys.stderr)
+        return 2
+    source = args.snapshot or args.kubeconfig
+    try:
+        if args.snapshot:
+            snapshot = load_snapshot(args.snapshot, gpu_resources=policy.gpu_resources)
+        else:
+            items = _list_cluster(args.kubeconfig, args.context, policy.spec.backend)
+            snapshot = parse_objects(items, gpu_resources=policy.gpu_resources)
+    except SnapshotError as exc:
+        print(exc, file=sys.stderr)
+        return 2
+    except Exception as exc:  # the client's many failure types all mean "cannot read"
+        print(f"{source}: cannot read the cluster: {exc}".splitlines()[0], file=sys.stderr)
+        return 2
+    for problem in snapshot.problems:
+        print(f"{source}: warning: {problem}", file=sys.stderr)
+
+    demand = demand_of(policy, snapshot)
+    current = current_state(policy, snapshot)
+    # One snapshot is a history of one observation: weights follow the usage seen in it.
+    history = UsageHistory().record(
+        usage_in_gpus(policy, demand), 0.0, policy.spec.rebalance.usage_half_life
+    )
+    result = plan(
+        policy,
+        class_capacity(policy, snapshot.nodes, snapshot.pods),
+        demand,
+        current=current,
+        weights=fair_share_weights(policy, history),
+    )
+    report = build_report(result, current=current)
+    if args.output == "json":
+        print(json.dumps(report, indent=2))
+    elif args.output == "csv":
+        sys.stdout.write(to_csv(report))
+    else:
+        print(format_table(report))
+    if args.output != "table":  # the table shows them itself
+        for problem in result.problems:
+            print(f"{args.policy}: {problem}", file=sys.stderr)
+    return 1 if result.problems else 0

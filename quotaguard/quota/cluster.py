@@ -1,0 +1,430 @@
+"""The few fields of Kubernetes objects the quota planner reads, parsed from plain dicts.
+
+Input is what `kubectl get nodes,pods,clusterqueues,workloads -A -o json` prints (a `v1 List`),
+or the same objects from watch caches. Objects are parsed into small frozen values; the
+Kubernetes client's models are not used (building them is slow and they drop unknown CRDs).
+
+Odd or missing fields never raise: a field that cannot be read takes its neutral value and the
+object is named in `ClusterSnapshot.problems`. Only input that is not a list of objects at all
+raises `SnapshotError`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from quotaguard.podspec import pod_gpus
+from quotaguard.quantity import QuantityError, parse_gpu_count, parse_quantity
+
+KUEUE_GROUP = "kueue.x-k8s.io"
+VOLCANO_SCHEDULING_GROUP = "scheduling.volcano.sh"
+QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+VOLCANO_GROUP_ANNOTATION = "scheduling.k8s.io/group-name"
+TERMINATED_PHASES = frozenset({"Succeeded", "Failed"})
+
+
+class SnapshotError(ValueError):
+    """The input is not a Kubernetes object list; str() is one line naming the file."""
+
+
+@dataclass(frozen=True, slots=True)
+class Node:
+    name: str
+    ready: bool
+    unschedulable: bool
+    taints: tuple[str, ...]
+    labels: Mapping[str, str]
+    # Extended resources only (names with a slash): GPUs, MIG slices, shared GPUs.
+    allocatable: Mapping[str, int]
+
+
+@dataclass(frozen=True, slots=True)
+class Pod:
+    namespace: str
+    name: str
+    phase: str
+    node_name: str | None
+    queue_name: str | None
+    pod_group: str | None
+    owner: str | None
+    node_selector: Mapping[str, str]
+    gpus: Mapping[str, int]
+
+    @property
+    def active(self) -> bool:
+        """Holds or waits for GPUs: neither succeeded nor failed."""
+        return self.phase not in TERMINATED_PHASES
+
+    @property
+    def bound(self) -> bool:
+        return self.active and self.node_name is not None
+
+
+@dataclass(frozen=True, slots=True)
+class PodSet:
+    name: str
+    count: int
+    per_pod: Mapping[str, int]
+    node_selector: Mapping[str, str]
+
+
+@dataclass(frozen=True, slots=True)
+class PodSetAssignment:
+    name: str
+    # resource -> ResourceFlavor name
+    flavors: Mapping[str, str]
+    # resource -> total amount admitted for the pod set
+    usage: Mapping[str, int]
+
+
+@dataclass(frozen=True, slots=True)
+class Workload:
+    namespace: str
+    name: str
+    queue_name: str | None
+    cluster_queue: str | None
+    pod_sets: tuple[PodSet, ...]
+    assignments: tuple[PodSetAssignment, ...]
+    quota_reserved: bool
+    admitted: bool
+    finished: bool
+
+    @property
+    def holds_quota(self) -> bool:
+        return (self.quota_reserved or self.admitted) and not self.finished
+
+
+@dataclass(frozen=True, slots=True)
+class ResourceQuota:
+    nominal: int
+    borrowing_limit: int | None
+    lending_limit: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterQueue:
+    name: str
+    api_version: str
+    cohort: str | None
+    fair_weight: float | None
+    # (flavor, resource) -> quota, over every resource group
+    quotas: Mapping[tuple[str, str], ResourceQuota]
+    # the object's spec as read, so a writer can keep what it does not manage
+    spec: Mapping[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class PodGroup:
+    namespace: str
+    name: str
+    queue: str | None
+    min_resources: Mapping[str, int]
+    phase: str
+
+
+@dataclass(frozen=True, slots=True)
+class VolcanoQueue:
+    name: str
+    weight: float | None
+    capability: Mapping[str, int]
+    guarantee: Mapping[str, int]
+    deserved: Mapping[str, int]
+    spec: Mapping[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterSnapshot:
+    nodes: tuple[Node, ...] = ()
+    pods: tuple[Pod, ...] = ()
+    workloads: tuple[Workload, ...] = ()
+    cluster_queues: tuple[ClusterQueue, ...] = ()
+    pod_groups: tuple[PodGroup, ...] = ()
+    volcano_queues: tuple[VolcanoQueue, ...] = ()
+    # one line per object that could not be read completely
+    problems: tuple[str, ...] = field(default=())
+
+
+def _map(value: object) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
+
+
+def _list(value: object) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
+def _str(value: object) -> str | None:
+    return value if isinstance(value, str) and value else None
+
+
+def _labels(value: object) -> dict[str, str]:
+    return {k: v for k, v in _map(value).items() if isinstance(k, str) and isinstance(v, str)}
+
+
+class _Reader:
+    """Parses objects one by one and collects what it could not read."""
+
+    def __init__(self, gpu_resources: frozenset[str]) -> None:
+        self.gpu_resources = gpu_resources
+        self.problems: list[str] = []
+        self._where = ""
+
+    def problem(self, message: str) -> None:
+        self.problems.append(f"{self._where}: {message}")
+
+    def counts(self, value: object, what: str, *, only_gpus: bool = False) -> dict[str, int]:
+        """Whole amounts of extended resources in a resource list (cpu/memory are skipped)."""
+        found: dict[str, int] = {}
+        for name, amount in _map(value).items():
+            if not isinstance(name, str) or "/" not in name:
+                continue
+            if only_gpus and not self._gpu(name):
+                continue
+            try:
+                found[name] = int(parse_quantity(amount))
+            except QuantityError:
+                self.problem(f"{what}[{name}] is not a quantity: {amount!r}")
+        return found
+
+    def _gpu(self, resource: str) -> bool:
+        return resource in self.gpu_resources or resource.startswith(
+            ("nvidia.com/gpu", "nvidia.com/mig-")
+        )
+
+    def read(self, item: Mapping[str, Any]) -> object | None:
+        kind = item.get("kind")
+        api_version = item.get("apiVersion")
+        metadata = _map(item.get("metadata"))
+        name = _str(metadata.get("name"))
+        namespace = _str(metadata.get("namespace"))
+        self._where = f"{kind}/{namespace + '/' if namespace else ''}{name or '?'}"
+        if name is None:
+            self.problem("metadata.name missing; object skipped")
+            return None
+        group = api_version.split("/")[0] if isinstance(api_version, str) else ""
+        if kind == "Node":
+            return self.node(item, name)
+        if kind == "Pod":
+            return self.pod(item, name, namespace or "default")
+        if kind == "Workload" and group == KUEUE_GROUP:
+            return self.workload(item, name, namespace or "default")
+        if kind == "ClusterQueue" and group == KUEUE_GROUP:
+            return self.cluster_queue(item, name, str(api_version))
+        if kind == "PodGroup" and group == VOLCANO_SCHEDULING_GROUP:
+            return self.pod_group(item, name, namespace or "default")
+        if kind == "Queue" and group == VOLCANO_SCHEDULING_GROUP:
+            return self.volcano_queue(item, name)
+        return None
+
+    def node(self, item: Mapping[str, Any], name: str) -> Node:
+        spec, status = _map(item.get("spec")), _map(item.get("status"))
+        ready = any(
+            _map(c).get("type") == "Ready" and _map(c).get("status") == "True"
+            for c in _list(status.get("conditions"))
+        )
+        taints = tuple(key for t in _list(spec.get("taints")) if (key := _str(_map(t).get("key"))))
+        return Node(
+            name=name,
+            ready=ready,
+            unschedulable=spec.get("unschedulable") is True,
+            taints=taints,
+            labels=_labels(_map(item.get("metadata")).get("labels")),
+            allocatable=self.counts(status.get("allocatable"), "status.allocatable"),
+        )
+
+    def pod(self, item: Mapping[str, Any], name: str, namespace: str) -> Pod:
+        metadata, spec = _map(item.get("metadata")), _map(item.get("spec"))
+        labels = _labels(metadata.get("labels"))
+        annotations = _labels(metadata.get("annotations"))
+        owners = [_map(o) for o in _list(metadata.get("ownerReferences"))]
+        owner = next(
+            (f"{o.get('kind')}/{o.get('name')}" for o in owners if o.get("controller") is True),
+            f"{owners[0].get('kind')}/{owners[0].get('name')}" if owners else None,
+        )
+        return Pod(
+            namespace=namespace,
+            name=name,
+            phase=_str(_map(item.get("status")).get("phase")) or "Pending",
+            node_name=_str(spec.get("nodeName")),
+            queue_name=labels.get(QUEUE_LABEL),
+            pod_group=annotations.get(VOLCANO_GROUP_ANNOTATION),
+            owner=owner,
+            node_selector=_labels(spec.get("nodeSelector")),
+            gpus=pod_gpus(spec, self.gpu_resources),
+        )
+
+    def workload(self, item: Mapping[str, Any], name: str, namespace: str) -> Workload:
+        spec, status = _map(item.get("spec")), _map(item.get("status"))
+        pod_sets = []
+        for index, raw in enumerate(_list(spec.get("podSets"))):
+            pod_set = _map(raw)
+            count = parse_gpu_count(pod_set.get("count", 1))
+            if count is None:
+                self.problem(f"spec.podSets[{index}].count is not a whole number")
+                count = 0
+            template_spec = _map(_map(pod_set.get("template")).get("spec"))
+            pod_sets.append(
+                PodSet(
+                    name=_str(pod_set.get("name")) or "main",
+                    count=count,
+                    per_pod=pod_gpus(template_spec, self.gpu_resources),
+                    node_selector=_labels(template_spec.get("nodeSelector")),
+                )
+            )
+        admission = _map(status.get("admission"))
+        assignments = tuple(
+            PodSetAssignment(
+                name=_str(_map(a).get("name")) or "main",
+                flavors=_labels(_map(a).get("flavors")),
+                usage=self.counts(
+                    _map(a).get("resourceUsage"), "status.admission.resourceUsage", only_gpus=True
+                ),
+            )
+            for a in _list(admission.get("podSetAssignments"))
+        )
+        conditions = {
+            _map(c).get("type"): _map(c).get("status") == "True"
+            for c in _list(status.get("conditions"))
+        }
+        return Workload(
+            namespace=namespace,
+            name=name,
+            queue_name=_str(spec.get("queueName")),
+            cluster_queue=_str(admission.get("clusterQueue")),
+            pod_sets=tuple(pod_sets),
+            assignments=assignments,
+            quota_reserved=bool(conditions.get("QuotaReserved")),
+            admitted=bool(conditions.get("Admitted")),
+            finished=bool(conditions.get("Finished")),
+        )
+
+    def cluster_queue(self, item: Mapping[str, Any], name: str, api_version: str) -> ClusterQueue:
+        spec = _map(item.get("spec"))
+        quotas: dict[tuple[str, str], ResourceQuota] = {}
+        for group_index, group in enumerate(_list(spec.get("resourceGroups"))):
+            for flavor in _list(_map(group).get("flavors")):
+                flavor_name = _str(_map(flavor).get("name"))
+                for resource in _list(_map(flavor).get("resources")):
+                    resource_name = _str(_map(resource).get("name"))
+                    if flavor_name is None or resource_name is None:
+                        self.problem(f"spec.resourceGroups[{group_index}]: unnamed flavor")
+                        continue
+                    quotas[(flavor_name, resource_name)] = self._quota(_map(resource))
+        weight = _map(spec.get("fairSharing")).get("weight")
+        # v1beta2 names the field cohortName; v1beta1 cohort.
+        cohort = _str(spec.get("cohortName")) or _str(spec.get("cohort"))
+        return ClusterQueue(
+            name=name,
+            api_version=api_version,
+            cohort=cohort,
+            fair_weight=self._number(weight, "spec.fairSharing.weight"),
+            quotas=quotas,
+            spec=spec,
+        )
+
+    def _quota(self, resource: Mapping[str, Any]) -> ResourceQuota:
+        amounts: list[int | None] = []
+        for key in ("nominalQuota", "borrowingLimit", "lendingLimit"):
+            value = resource.get(key)
+            number = None if value is None else self._number(value, key)
+            amounts.append(None if number is None else int(number))
+        return ResourceQuota(amounts[0] or 0, amounts[1], amounts[2])
+
+    def _number(self, value: object, what: str) -> float | None:
+        if value is None:
+            return None
+        try:
+            return float(parse_quantity(value))
+        except QuantityError:
+            self.problem(f"{what} is not a quantity: {value!r}")
+            return None
+
+    def pod_group(self, item: Mapping[str, Any], name: str, namespace: str) -> PodGroup:
+        spec = _map(item.get("spec"))
+        return PodGroup(
+            namespace=namespace,
+            name=name,
+            queue=_str(spec.get("queue")),
+            min_resources=self.counts(spec.get("minResources"), "spec.minResources"),
+            phase=_str(_map(item.get("status")).get("phase")) or "Pending",
+        )
+
+    def volcano_queue(self, item: Mapping[str, Any], name: str) -> VolcanoQueue:
+        spec = _map(item.get("spec"))
+        return VolcanoQueue(
+            name=name,
+            weight=self._number(spec.get("weight"), "spec.weight"),
+            capability=self.counts(spec.get("capability"), "spec.capability"),
+            guarantee=self.counts(
+                _map(spec.get("guarantee")).get("resource"), "spec.guarantee.resource"
+            ),
+            deserved=self.counts(spec.get("deserved"), "spec.deserved"),
+            spec=spec,
+        )
+
+
+def parse_objects(
+    items: Iterable[object], *, gpu_resources: frozenset[str] = frozenset()
+) -> ClusterSnapshot:
+    """Parse Kubernetes objects (plain dicts) of any kinds; others are ignored.
+
+    `gpu_resources` names resources that count as GPUs besides `nvidia.com/gpu*` and
+    `nvidia.com/mig-*` (pass `policy.gpu_resources`). Pods without GPUs are dropped.
+    """
+    reader = _Reader(gpu_resources)
+    found: dict[type, list[Any]] = {}
+    for index, item in enumerate(items):
+        if not isinstance(item, Mapping):
+            reader.problems.append(f"items[{index}]: not an object; skipped")
+            continue
+        parsed = reader.read(item)
+        if parsed is None or (isinstance(parsed, Pod) and not parsed.gpus):
+            continue
+        found.setdefault(type(parsed), []).append(parsed)
+    return ClusterSnapshot(
+        nodes=tuple(found.get(Node, ())),
+        pods=tuple(found.get(Pod, ())),
+        workloads=tuple(found.get(Workload, ())),
+        cluster_queues=tuple(found.get(ClusterQueue, ())),
+        pod_groups=tuple(found.get(PodGroup, ())),
+        volcano_queues=tuple(found.get(VolcanoQueue, ())),
+        problems=tuple(reader.problems),
+    )
+
+
+def parse_snapshot(
+    document: object, *, gpu_resources: frozenset[str] = frozenset(), source: str = "<snapshot>"
+) -> ClusterSnapshot:
+    """A `v1 List` (or any object with `items`, or one object) as a snapshot."""
+    if isinstance(document, Mapping) and "items" in document:
+        items = document["items"]
+        if not isinstance(items, list):
+            raise SnapshotError(f"{source}: 'items' is not a list")
+        return parse_objects(items, gpu_resources=gpu_resources)
+    if isinstance(document, Mapping) and "kind" in document:
+        return parse_objects([document], gpu_resources=gpu_resources)
+    if isinstance(document, list):
+        return parse_objects(document, gpu_resources=gpu_resources)
+    raise SnapshotError(
+        f"{source}: not a Kubernetes object list "
+        "(expected the output of kubectl get nodes,pods,clusterqueues,workloads -A -o json)"
+    )
+
+
+def load_snapshot(
+    path: str | Path, *, gpu_resources: frozenset[str] = frozenset()
+) -> ClusterSnapshot:
+    """Read a snapshot file; `SnapshotError` (one line naming the file) when unusable."""
+    source = str(path)
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise SnapshotError(f"{source}: cannot read: {exc}") from exc
+    try:
+        document = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise SnapshotError(f"{source}:{exc.lineno}:{exc.colno}: not JSON: {exc.msg}") from exc
+    return parse_snapshot(document, gpu_resources=gpu_resources, source=source)

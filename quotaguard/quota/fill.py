@@ -1,0 +1,94 @@
+"""Integer division of a budget: proportional (largest remainder) and weighted water-filling.
+
+Both return whole numbers that add up exactly to what is divided. Ties go to the lower index,
+so callers order their items by name to break ties by name.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+
+def apportion(total: int, shares: Sequence[int]) -> list[int]:
+    """Split `total` in proportion to `shares` (largest remainder; exact integer arithmetic).
+
+    Each part is at most ceil(total x share / sum(shares)), so when total <= sum(shares) no
+    part exceeds its share.
+    """
+    whole = sum(shares)
+    if whole <= 0 or total <= 0:
+        return [0] * len(shares)
+    parts = [total * share // whole for share in shares]
+    left = total - sum(parts)
+    if left:
+        order = sorted(range(len(shares)), key=lambda i: (-(total * shares[i] % whole), i))
+        for index in order[:left]:
+            parts[index] += 1
+    return parts
+
+
+def fill_level(
+    floors: Sequence[int], caps: Sequence[int], weights: Sequence[float], budget: int
+) -> float:
+    """The level L with sum(clamp(L x weight, floor, cap)) == budget (sum(floors) < budget <
+    sum(caps)); found by sweeping the sorted breakpoints floor/weight and cap/weight."""
+    events: list[tuple[float, int, int]] = []
+    constant = 0.0
+    for index, (low, high) in enumerate(zip(floors, caps, strict=True)):
+        constant += low
+        if high > low:
+            weight = weights[index]
+            events.append((low / weight, 0, index))
+            events.append((high / weight, 1, index))
+    events.sort()
+    slope = 0.0
+    for point, ending, index in events:
+        reached = constant + slope * point
+        if reached >= budget and slope > 0:
+            return (budget - constant) / slope
+        if ending:
+            slope -= weights[index]
+            constant += caps[index]
+        else:
+            slope += weights[index]
+            constant -= floors[index]
+    return math.inf
+
+
+def water_fill(
+    floors: Sequence[int], caps: Sequence[int], weights: Sequence[float], budget: int
+) -> list[int]:
+    """Weighted max-min fair division of `budget`: part i = clamp(L x weight_i, floor_i, cap_i)
+    for the level L that spends the budget, rounded to whole numbers by largest remainder.
+
+    Requires floor_i <= cap_i and sum(floors) <= budget. The parts add up to
+    min(budget, sum(caps)), and each stays within [floor_i, cap_i].
+    """
+    count = len(floors)
+    if sum(caps) <= budget:
+        return list(caps)
+    if sum(floors) >= budget:
+        return list(floors)
+    level = fill_level(floors, caps, weights, budget)
+    exact = [min(max(level * weights[i], floors[i]), caps[i]) for i in range(count)]
+    parts = [min(max(math.floor(value), floors[i]), caps[i]) for i, value in enumerate(exact)]
+    left = budget - sum(parts)
+    order = sorted(range(count), key=lambda i: (parts[i] - exact[i], i))
+    # Floating point may leave the floors a unit or two away from the budget either way; walk
+    # the largest remainders (then the smallest) until the sum is exact.
+    while left > 0:
+        for index in order:
+            if left == 0:
+                break
+            if parts[index] < caps[index]:
+                parts[index] += 1
+                left -= 1
+    while left < 0:
+        for index in reversed(order):
+            if left == 0:
+                break
+            if parts[index] > floors[index]:
+                parts[index] -= 1
+                left += 1
+    return parts

@@ -1,0 +1,259 @@
+"""The quota report: one JSON shape for `quotaguard plan --output json` and `GET /reports/quota`,
+and the CSV rows and terminal table derived from that same dict."""
+
+from __future__ import annotations
+
+import csv
+import io
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from typing import Any, TypedDict
+
+from quotaguard.quota.cluster import ResourceQuota
+from quotaguard.quota.planner import ClassPlan, Plan
+from quotaguard.quota.queues import QueueState
+
+
+class CurrentQuota(TypedDict):
+    nominal: int
+    borrowingLimit: int | None
+    lendingLimit: int | None
+
+
+class ClassRow(TypedDict):
+    name: str
+    resource: str
+    capacity: int
+    distributable: int
+    heldOutside: int
+
+
+def _timestamp(moment: datetime) -> str:
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _current(quota: ResourceQuota | None) -> CurrentQuota | None:
+    if quota is None:
+        return None
+    return {
+        "nominal": quota.nominal,
+        "borrowingLimit": quota.borrowing_limit,
+        "lendingLimit": quota.lending_limit,
+    }
+
+
+def _class_row(row: ClassPlan, current: ResourceQuota | None) -> dict[str, Any]:
+    return {
+        "class": row.class_name,
+        "resource": row.resource,
+        "flavor": row.flavor,
+        "guaranteed": row.guaranteed,
+        "configuredGuarantee": row.configured_guarantee,
+        "max": row.max,
+        "nominal": row.nominal,
+        "target": row.target,
+        "borrowingLimit": row.borrowing_limit,
+        "lendingLimit": row.lending_limit,
+        "usage": row.usage,
+        "pending": row.pending,
+        "overQuota": row.over_quota,
+        "current": _current(current),
+        "reason": row.reason,
+    }
+
+
+def build_report(
+    plan: Plan,
+    *,
+    current: Mapping[str, QueueState] | None = None,
+    generated_at: datetime | None = None,
+) -> dict[str, Any]:
+    """The report dict of a plan; `current` fills each row's `current` (null without it)."""
+    current = current or {}
+    moment = generated_at or datetime.now(UTC)
+    tenants = []
+    for tenant in plan.tenants:
+        state = current.get(tenant.name)
+        quotas = state.quotas if state is not None else {}
+        tenants.append(
+            {
+                "name": tenant.name,
+                "queue": tenant.queue,
+                "baseWeight": tenant.base_weight,
+                "weight": tenant.weight,
+                "currentWeight": state.weight if state is not None else None,
+                "classes": [_class_row(row, quotas.get(row.class_name)) for row in tenant.classes],
+            }
+        )
+    classes: list[ClassRow] = [
+        {
+            "name": row.name,
+            "resource": row.resource,
+            "capacity": row.capacity,
+            "distributable": row.distributable,
+            "heldOutside": row.held_outside,
+        }
+        for row in plan.classes
+    ]
+    return {
+        "policy": plan.policy,
+        "mode": plan.mode,
+        "generatedAt": _timestamp(moment),
+        "backend": plan.backend,
+        "cohort": plan.cohort,
+        "problems": list(plan.problems),
+        "classes": classes,
+        "tenants": tenants,
+    }
+
+
+CSV_COLUMNS = (
+    "tenant",
+    "queue",
+    "weight",
+    "class",
+    "resource",
+    "capacity",
+    "distributable",
+    "guaranteed",
+    "max",
+    "nominal",
+    "borrowingLimit",
+    "lendingLimit",
+    "usage",
+    "pending",
+    "currentNominal",
+    "currentBorrowingLimit",
+    "currentLendingLimit",
+    "reason",
+)
+
+
+def _cell(value: object) -> str:
+    return "" if value is None else str(value)
+
+
+def csv_rows(report: Mapping[str, Any]) -> list[list[str]]:
+    """The report as a table: a header, then one row per tenant and class."""
+    classes = {row["name"]: row for row in report["classes"]}
+    rows = [list(CSV_COLUMNS)]
+    for tenant in report["tenants"]:
+        for row in tenant["classes"]:
+            capacity = classes.get(row["class"], {})
+            current = row["current"] or {}
+            values = (
+                tenant["name"],
+                tenant["queue"],
+                tenant["weight"],
+                row["class"],
+                row["resource"],
+                capacity.get("capacity"),
+                capacity.get("distributable"),
+                row["guaranteed"],
+                row["max"],
+                row["nominal"],
+                row["borrowingLimit"],
+                row["lendingLimit"],
+                row["usage"],
+                row["pending"],
+                current.get("nominal"),
+                current.get("borrowingLimit"),
+                current.get("lendingLimit"),
+                row["reason"],
+            )
+            rows.append([_cell(value) for value in values])
+    return rows
+
+
+def to_csv(report: Mapping[str, Any]) -> str:
+    buffer = io.StringIO()
+    csv.writer(buffer, lineterminator="\n").writerows(csv_rows(report))
+    return buffer.getvalue()
+
+
+def _grid(header: list[str], rows: list[list[str]], *, right: set[int]) -> list[str]:
+    widths = [max(len(line[i]) for line in [header, *rows]) for i in range(len(header))]
+    lines = []
+    for line in [header, *rows]:
+        cells = [
+            cell.rjust(widths[i]) if i in right else cell.ljust(widths[i])
+            for i, cell in enumerate(line)
+        ]
+        lines.append("  ".join(cells).rstrip())
+    return lines
+
+
+def _number(value: object) -> str:
+    return "-" if value is None else f"{value:g}" if isinstance(value, float) else str(value)
+
+
+def format_table(report: Mapping[str, Any]) -> str:
+    """A terminal table: capacity per class, then targets per tenant next to the current ones.
+
+    A target that differs from the current quota shows as `current->target`; `-` is
+    unbounded (max, borrowing limit) or unknown (no current queue).
+    """
+    lines = [
+        f"policy {report['policy']}  mode {report['mode']}  backend {report['backend']}  "
+        f"cohort {report['cohort']}  at {report['generatedAt']}",
+        "",
+    ]
+    class_rows = [
+        [
+            row["name"],
+            row["resource"],
+            str(row["capacity"]),
+            str(row["heldOutside"]),
+            str(row["distributable"]),
+        ]
+        for row in report["classes"]
+    ]
+    lines += _grid(
+        ["CLASS", "RESOURCE", "CAPACITY", "OUTSIDE", "DISTRIBUTABLE"], class_rows, right={2, 3, 4}
+    )
+    lines.append("")
+    rows = []
+    for tenant in report["tenants"]:
+        weight = _number(tenant["weight"])
+        if tenant["weight"] != tenant["baseWeight"]:
+            weight = f"{weight} (base {_number(tenant['baseWeight'])})"
+        for row in tenant["classes"]:
+            current = row["current"]
+
+            def moved(key: str, row: Mapping[str, Any] = row, current: Any = current) -> str:
+                target = _number(row[key])
+                if current is None or current.get(key) == row[key]:
+                    return target
+                return f"{_number(current.get(key))}->{target}"
+
+            rows.append(
+                [
+                    tenant["name"],
+                    weight,
+                    row["class"],
+                    str(row["guaranteed"]),
+                    _number(row["max"]),
+                    moved("nominal"),
+                    moved("borrowingLimit"),
+                    moved("lendingLimit"),
+                    str(row["usage"]),
+                    str(row["pending"]),
+                    row["reason"],
+                ]
+            )
+    header = [
+        "TENANT",
+        "WEIGHT",
+        "CLASS",
+        "GUAR",
+        "MAX",
+        "NOMINAL",
+        "BORROW",
+        "LEND",
+        "USAGE",
+        "PENDING",
+        "REASON",
+    ]
+    lines += _grid(header, rows, right={3, 4, 5, 6, 7, 8, 9})
+    lines += [f"warning: {problem}" for problem in report.get("problems", [])]
+    return "\n".join(lines)
