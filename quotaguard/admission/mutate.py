@@ -148,7 +148,7 @@ def _memory_hint(view: TemplateView, state: _Mutation) -> Fraction | None:
     if memory <= 0:
         where = f" of {view.name}" if view.name else ""
         state.warnings.append(
-            f"{GPU_MEMORY_HINT} {value!r}{where} is not a memory size (e.g. 8Gi); ignored"
+            f'{GPU_MEMORY_HINT} "{value}"{where} is not a memory size (e.g. 8Gi); ignored'
         )
         return None
     return memory
@@ -177,7 +177,7 @@ def _choose(
         hinted = policy.classes_by_name.get(hint)
         if hinted is not None and tenant.allows(hint):
             return _Choice(hinted, f"{GPU_CLASS_HINT} hint")
-        warning = f"{container.label}: {GPU_CLASS_HINT} {hint!r} is not allowed; not rewritten"
+        warning = f'{container.label}: {GPU_CLASS_HINT} "{hint}" is not allowed; not rewritten'
         return _Choice(None, warning=warning)
     priority = view.spec.get("priorityClassName")
     for number, rule in enumerate(tenant.rewrite, start=1):

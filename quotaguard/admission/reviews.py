@@ -97,7 +97,7 @@ def decode_review(body: object) -> AdmissionRequest:
     if not isinstance(uid, str) or not uid:
         raise BadReview("request.uid is missing or not a string")
     operation = request.get("operation", "CREATE")
-    if operation not in OPERATIONS:
+    if not isinstance(operation, str) or operation not in OPERATIONS:
         raise BadReview(f"request.operation {operation!r} is not one of {sorted(OPERATIONS)}")
     obj = request.get("object")
     # DELETE and CONNECT carry no object; every other operation must.

@@ -5,6 +5,7 @@ Every violation is collected, so the one message a user gets lists all of them.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator, Mapping
 from fractions import Fraction
 from typing import Any
@@ -135,8 +136,8 @@ def _not_whole(
 ) -> Denial:
     return Denial(
         "gpu-value",
-        f"{who}{container.title} asks for {resource}={value!r} in {section}; GPUs come in whole "
-        f"units: use a positive whole number such as 1",
+        f"{who}{container.title} asks for {resource}: {json.dumps(value)} in {section}; "
+        "GPUs come in whole units: use a positive whole number such as 1",
     )
 
 
@@ -155,14 +156,15 @@ def _class_hint(policy: TenantPolicy, tenant: Tenant, view: TemplateView) -> Den
         known = ", ".join(policy.classes_by_name)
         return Denial(
             "class-not-allowed",
-            f"{_who(tenant)}{GPU_CLASS_HINT}={hint!r}{where} is not a GPU class of policy "
-            f'"{policy.name}" (classes: {known}); set it to one of '
+            f"{_who(tenant)}{GPU_CLASS_HINT} {json.dumps(hint)}{where} is not a GPU class of "
+            f'policy "{policy.name}" (classes: {known}); set it to one of '
             f"{_allowed_names(tenant)} or remove it",
         )
     return Denial(
         "class-not-allowed",
-        f"{_who(tenant)}{GPU_CLASS_HINT}={hint!r}{where} names a class the tenant does not allow "
-        f"(allowedClasses: {_allowed_names(tenant)}); set it to one of those or remove it",
+        f"{_who(tenant)}{GPU_CLASS_HINT} {json.dumps(hint)}{where} names a class the tenant "
+        f"does not allow (allowedClasses: {_allowed_names(tenant)}); set it to one of those or "
+        "remove it",
     )
 
 
@@ -223,18 +225,18 @@ def _max_per_pod(
     policy: TenantPolicy, tenant: Tenant, view: TemplateView, limit: float
 ) -> Denial | None:
     reserved = pod_gpus(view.spec, policy.gpu_resources)
-    selector = view.node_selector
-    total = sum(
-        (count * gpu_equivalent(policy, tenant, r, selector) for r, count in reserved.items()),
-        Fraction(0),
-    )
+
+    def worth(resource: str) -> Fraction:
+        return gpu_equivalent(policy, tenant, resource, view.node_selector)
+
+    total = sum((count * worth(r) for r, count in reserved.items()), Fraction(0))
     if total <= Fraction(limit):
         return None
     asked = ", ".join(
-        f"{c.label}: {r}={c.limits[r]}"
+        f"{c.label}: {r}={count} = {format_gpus(count * worth(r))}"
         for c in view.gpu_containers
         for r in c.limits
-        if parse_gpu_count(c.limits[r])
+        if (count := parse_gpu_count(c.limits[r]))
     )
     init_note = (
         "; init containers count as the largest one"
@@ -242,9 +244,10 @@ def _max_per_pod(
         else ""
     )
     where = f"{view.name} " if view.name else ""
+    unit = "GPU-equivalent" if limit == 1 else "GPU-equivalents"
     return Denial(
         "max-gpus-per-pod",
-        f"{_who(tenant)}allows at most {limit:g} GPU-equivalent per pod (maxGPUsPerPod); "
+        f'tenant "{tenant.name}" allows at most {limit:g} {unit} per pod (maxGPUsPerPod); '
         f"{where}pod asks for {format_gpus(total)} ({asked}{init_note}); request fewer GPUs or "
         "smaller classes, or use a namespace of a tenant that allows more",
     )
