@@ -1,17 +1,104 @@
-"""`quotaguard simulate` (not implemented yet)."""
+"""`quotaguard simulate --policy P --trace T`: replay a workload trace, static against dynamic."""
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
-from typing import Any
+from typing import Any, TextIO
+
+PROGRESS_MIN_WORKLOADS = 5000  # shorter traces finish before a bar would be worth drawing
+BAR_WIDTH = 30
 
 
 def register(verbs: Any) -> None:
-    parser: argparse.ArgumentParser = verbs.add_parser("simulate", help="(not implemented yet)")
+    parser: argparse.ArgumentParser = verbs.add_parser(
+        "simulate",
+        help="replay a workload trace: static quotas against the quota controller",
+        description="Replay a workload trace through admission and the quota controller "
+        "against a simulated cluster; report utilisation, waiting time and fairness of "
+        "static quotas and of dynamic ones side by side.",
+    )
+    parser.add_argument("--policy", required=True, metavar="P", help="tenant policy file")
+    parser.add_argument("--trace", required=True, metavar="T", help="trace (YAML or JSON)")
+    parser.add_argument("--output", choices=("text", "json"), default="text")
+    parser.add_argument("--html", metavar="FILE", help="also write a report with charts")
+    parser.add_argument(
+        "--static",
+        choices=("guarantees", "pool"),
+        default="guarantees",
+        help="the static arm: nominal quota = guarantee with Kueue's default borrowing and "
+        "lending (default), or guarantees plus the rest of the capacity as a cohort pool",
+    )
+    parser.add_argument(
+        "--no-progress", action="store_true", help="never draw a progress bar on stderr"
+    )
     parser.set_defaults(run=run)
 
 
+class ProgressBar:
+    """A one-line bar on a terminal: `simulate [#####.....]  48% dynamic`."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self.stream = stream
+        self.arms = ("static", "dynamic", "reference")
+
+    def __call__(self, arm: str, done: float) -> None:
+        index = self.arms.index(arm) if arm in self.arms else 0
+        overall = (index + min(1.0, done)) / len(self.arms)
+        filled = int(BAR_WIDTH * overall)
+        bar = "#" * filled + "." * (BAR_WIDTH - filled)
+        self.stream.write(f"\rsimulate [{bar}] {100 * overall:3.0f}% {arm:<9}")
+        self.stream.flush()
+
+    def close(self) -> None:
+        self.stream.write("\r" + " " * (BAR_WIDTH + 30) + "\r")
+        self.stream.flush()
+
+
 def run(args: argparse.Namespace) -> int:
-    print("quotaguard simulate: not implemented yet", file=sys.stderr)
-    return 2
+    from quotaguard.policy.loader import load_policy_file
+    from quotaguard.policy.problems import PolicyInvalid
+    from quotaguard.simulate.report import render_text, result_json
+    from quotaguard.simulate.simulation import simulate
+    from quotaguard.simulate.trace import TraceInvalid, load_trace
+
+    try:
+        policy = load_policy_file(args.policy)
+    except OSError as exc:
+        print(f"{args.policy}: cannot read: {exc.strerror or exc}", file=sys.stderr)
+        return 2
+    except PolicyInvalid as exc:
+        for problem in exc.errors:
+            print(problem, file=sys.stderr)
+        return 2
+    try:
+        trace = load_trace(args.trace, gpu_resources=policy.gpu_resources)
+    except TraceInvalid as exc:
+        for line in exc.problems:
+            print(line, file=sys.stderr)
+        return 2
+    bar = None
+    if not args.no_progress and sys.stderr.isatty() and trace.size >= PROGRESS_MIN_WORKLOADS:
+        bar = ProgressBar(sys.stderr)
+    try:
+        simulation = simulate(policy, trace, static_baseline=args.static, progress=bar)
+    finally:
+        if bar is not None:
+            bar.close()
+    if args.html:
+        from quotaguard.simulate.html import render_html
+
+        try:
+            with open(args.html, "w", encoding="utf-8") as out:
+                out.write(render_html(simulation))
+        except OSError as exc:
+            print(f"{args.html}: cannot write: {exc.strerror or exc}", file=sys.stderr)
+            return 2
+    if args.output == "json":
+        print(json.dumps(result_json(simulation), indent=2))
+    else:
+        sys.stdout.write(render_text(simulation))
+        if args.html:
+            print(f"\nReport with charts: {args.html}")
+    return 0

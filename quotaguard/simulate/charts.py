@@ -1,0 +1,186 @@
+"""Inline SVG charts over simulated time: lines and stacked areas, no external assets.
+
+Every text that reaches the SVG is escaped here; callers pass plain strings.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from html import escape
+
+WIDTH, HEIGHT = 760, 240
+LEFT, RIGHT, TOP, BOTTOM = 56, 150, 28, 30
+MAX_POINTS = 480
+PALETTE = ("#2f6fb5", "#d9822b", "#3b9c5a", "#b5404a", "#7a5cb3", "#8c6d46", "#c457a1", "#5f6b73")
+TICK_STEPS = (600, 1800, 3600, 7200, 10800, 14400, 21600, 43200, 86400, 172800, 604800)
+
+
+@dataclass(frozen=True, slots=True)
+class Line:
+    label: str
+    values: Sequence[float]
+    color: str
+    dashed: bool = False
+
+
+def color(index: int) -> str:
+    return PALETTE[index % len(PALETTE)]
+
+
+def _buckets(count: int) -> list[tuple[int, int]]:
+    """Index ranges that average `count` samples down to at most MAX_POINTS points."""
+    if count <= MAX_POINTS:
+        return [(i, i + 1) for i in range(count)]
+    size = -(-count // MAX_POINTS)
+    return [(start, min(count, start + size)) for start in range(0, count, size)]
+
+
+def _reduce(values: Sequence[float], buckets: list[tuple[int, int]]) -> list[float]:
+    return [sum(values[a:b]) / (b - a) for a, b in buckets]
+
+
+def _time_label(seconds: float) -> str:
+    if seconds % 86400 == 0 and seconds:
+        return f"{seconds / 86400:g}d"
+    if seconds % 3600 == 0:
+        return f"{seconds / 3600:g}h"
+    return f"{seconds / 60:g}m"
+
+
+def _number(value: float, percent: bool) -> str:
+    if percent:
+        return f"{100 * value:.0f}%"
+    return f"{value:.0f}" if value >= 10 or value == int(value) else f"{value:.1f}"
+
+
+def _frame(
+    title: str, times: Sequence[float], top: float, *, percent: bool, y_label: str
+) -> tuple[list[str], float, float]:
+    plot_w, plot_h = WIDTH - LEFT - RIGHT, HEIGHT - TOP - BOTTOM
+    start, end = (times[0], times[-1]) if times else (0.0, 1.0)
+    span = max(end - start, 1.0)
+    parts = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {WIDTH} {HEIGHT}" '
+        f'role="img" aria-label="{escape(title)}">',
+        f'<text x="{LEFT}" y="16" class="title">{escape(title)}</text>',
+        f'<text x="8" y="{TOP - 6}" class="axis">{escape(y_label)}</text>',
+    ]
+    for fraction in (0.0, 0.25, 0.5, 0.75, 1.0):
+        y = TOP + plot_h * (1 - fraction)
+        parts.append(
+            f'<line x1="{LEFT}" x2="{LEFT + plot_w}" y1="{y:.1f}" y2="{y:.1f}" class="grid"/>'
+        )
+        parts.append(
+            f'<text x="{LEFT - 6}" y="{y + 4:.1f}" class="axis" text-anchor="end">'
+            f"{escape(_number(top * fraction, percent))}</text>"
+        )
+    step = next((s for s in TICK_STEPS if span / s <= 8), TICK_STEPS[-1])
+    tick = (start // step) * step
+    while tick <= end:
+        if tick >= start:
+            x = LEFT + plot_w * (tick - start) / span
+            parts.append(
+                f'<text x="{x:.1f}" y="{HEIGHT - 10}" class="axis" text-anchor="middle">'
+                f"{escape(_time_label(tick))}</text>"
+            )
+        tick += step
+    return parts, span, start
+
+
+def _x(time: float, start: float, span: float) -> float:
+    return LEFT + (WIDTH - LEFT - RIGHT) * (time - start) / span
+
+
+def _y(value: float, top: float) -> float:
+    plot_h = HEIGHT - TOP - BOTTOM
+    return TOP + plot_h * (1 - (value / top if top > 0 else 0))
+
+
+def _legend(lines: Sequence[Line]) -> list[str]:
+    parts = []
+    for index, line in enumerate(lines):
+        y = TOP + 14 * index
+        x = WIDTH - RIGHT + 12
+        dash = ' stroke-dasharray="5 3"' if line.dashed else ""
+        parts.append(
+            f'<line x1="{x}" x2="{x + 18}" y1="{y}" y2="{y}" stroke="{escape(line.color)}" '
+            f'stroke-width="2"{dash}/>'
+        )
+        parts.append(f'<text x="{x + 24}" y="{y + 4}" class="legend">{escape(line.label)}</text>')
+    return parts
+
+
+def line_chart(
+    title: str,
+    times: Sequence[float],
+    lines: Sequence[Line],
+    *,
+    y_label: str = "",
+    percent: bool = False,
+    top: float | None = None,
+) -> str:
+    buckets = _buckets(len(times))
+    xs = _reduce(times, buckets)
+    reduced = [_reduce(line.values, buckets) for line in lines]
+    highest = max((max(values, default=0.0) for values in reduced), default=0.0)
+    top = top if top is not None else (highest * 1.1 or 1.0)
+    parts, span, start = _frame(title, xs, top, percent=percent, y_label=y_label)
+    for line, values in zip(lines, reduced, strict=True):
+        points = " ".join(
+            f"{_x(t, start, span):.1f},{_y(v, top):.1f}" for t, v in zip(xs, values, strict=True)
+        )
+        dash = ' stroke-dasharray="5 3"' if line.dashed else ""
+        parts.append(
+            f'<polyline points="{points}" fill="none" stroke="{escape(line.color)}" '
+            f'stroke-width="1.6"{dash}/>'
+        )
+    parts.extend(_legend(lines))
+    parts.append("</svg>")
+    return "".join(parts)
+
+
+def stacked_chart(
+    title: str,
+    times: Sequence[float],
+    layers: Sequence[Line],
+    *,
+    ceiling: Line | None = None,
+    y_label: str = "",
+) -> str:
+    """Layers stacked bottom up; `ceiling` (e.g. capacity) drawn as a line above them."""
+    buckets = _buckets(len(times))
+    xs = _reduce(times, buckets)
+    reduced = [_reduce(layer.values, buckets) for layer in layers]
+    totals = [sum(column) for column in zip(*reduced, strict=True)] if reduced else [0.0] * len(xs)
+    cap = _reduce(ceiling.values, buckets) if ceiling is not None else []
+    top = max([*totals, *cap, 0.0]) * 1.1 or 1.0
+    parts, span, start = _frame(title, xs, top, percent=False, y_label=y_label)
+    base = [0.0] * len(xs)
+    for layer, values in zip(layers, reduced, strict=True):
+        upper = [b + v for b, v in zip(base, values, strict=True)]
+        forward = [
+            f"{_x(t, start, span):.1f},{_y(u, top):.1f}" for t, u in zip(xs, upper, strict=True)
+        ]
+        back = [
+            f"{_x(t, start, span):.1f},{_y(b, top):.1f}"
+            for t, b in reversed(list(zip(xs, base, strict=True)))
+        ]
+        parts.append(
+            f'<polygon points="{" ".join(forward + back)}" fill="{escape(layer.color)}" '
+            f'fill-opacity="0.75" stroke="none"/>'
+        )
+        base = upper
+    legend = list(layers)
+    if ceiling is not None:
+        points = " ".join(
+            f"{_x(t, start, span):.1f},{_y(v, top):.1f}" for t, v in zip(xs, cap, strict=True)
+        )
+        parts.append(
+            f'<polyline points="{points}" fill="none" stroke="{escape(ceiling.color)}" '
+            'stroke-width="1.4" stroke-dasharray="5 3"/>'
+        )
+        legend.append(Line(ceiling.label, (), ceiling.color, dashed=True))
+    parts.extend(_legend(legend))
+    parts.append("</svg>")
+    return "".join(parts)

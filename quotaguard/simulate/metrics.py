@@ -1,0 +1,186 @@
+"""What one arm of a simulation achieved, overall and per tenant.
+
+* `utilization`: GPU-equivalent time allocated / capacity time (whole-GPU equivalents of every
+  class, over the simulated span; work running past the end counts up to the end).
+* `meanWait`, `p95Wait`: seconds from arrival to admission (p95 by nearest rank). Workloads
+  still waiting at the end count with the wait they had so far. Workloads that can never be
+  admitted (bigger than their queue could ever hold) are left out and counted in `neverFits`.
+* `jainFairness`: Jain's index (sum x)^2 / (n sum x^2) over tenants with demand, where x is the
+  share of a tenant's demand served: GPU-equivalent time it ran / GPU-equivalent time it asked
+  for (each workload's run time, cut at the end of the span). 1 is perfectly even.
+* `denied`: workloads admission refused.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from quotaguard.simulate.arrivals import Arrival
+from quotaguard.simulate.engine import ArmRun, Setup
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """Figures of one group of workloads (a tenant, or all of them)."""
+
+    workloads: int  # arrived within the span
+    admitted: int
+    waiting: int  # still waiting at the end
+    denied: int
+    never_fits: int
+    mean_wait: float
+    p95_wait: float
+    gpu_seconds: float  # GPU-equivalent seconds allocated within the span
+    demand_gpu_seconds: float  # GPU-equivalent seconds asked for within the span
+    utilization: float  # gpu_seconds / capacity time
+
+    @property
+    def served(self) -> float:
+        return self.gpu_seconds / self.demand_gpu_seconds if self.demand_gpu_seconds else 1.0
+
+
+@dataclass(frozen=True, slots=True)
+class ArmMetrics:
+    name: str
+    overall: Outcome
+    jain_fairness: float
+    tenants: Mapping[str, Outcome]
+    unmanaged: int  # GPU workloads in namespaces of no tenant (or exempt): not queued
+    plans: int
+
+
+def percentile(values: list[float], fraction: float) -> float:
+    """Nearest-rank percentile of sorted values (0 for none)."""
+    if not values:
+        return 0.0
+    rank = max(1, math.ceil(fraction * len(values)))
+    return values[rank - 1]
+
+
+def jain(values: Iterable[float]) -> float:
+    found = list(values)
+    if not found:
+        return 1.0
+    squares = sum(x * x for x in found)
+    if squares == 0:
+        return 1.0
+    return sum(found) ** 2 / (len(found) * squares)
+
+
+class _Tally:
+    def __init__(self) -> None:
+        self.workloads = 0
+        self.admitted = 0
+        self.waiting = 0
+        self.denied = 0
+        self.never_fits = 0
+        self.waits: list[float] = []
+        self.gpu_seconds = 0.0
+        self.demand = 0.0
+
+    def outcome(self, capacity_seconds: float) -> Outcome:
+        self.waits.sort()
+        return Outcome(
+            workloads=self.workloads,
+            admitted=self.admitted,
+            waiting=self.waiting,
+            denied=self.denied,
+            never_fits=self.never_fits,
+            mean_wait=sum(self.waits) / len(self.waits) if self.waits else 0.0,
+            p95_wait=percentile(self.waits, 0.95),
+            gpu_seconds=self.gpu_seconds,
+            demand_gpu_seconds=self.demand,
+            utilization=self.gpu_seconds / capacity_seconds if capacity_seconds else 0.0,
+        )
+
+
+def _count(shared: Setup, run: ArmRun, arrival: Arrival, tallies: list[_Tally], fits: bool) -> None:
+    horizon = shared.horizon
+    verdict = arrival.verdict
+    for tally in tallies:
+        tally.workloads += 1
+    if not verdict.allowed:
+        for tally in tallies:
+            tally.denied += 1
+        return
+    demand = verdict.gpus * min(arrival.duration, horizon - arrival.at)
+    start = run.admitted_at.get(arrival.id)
+    ran = 0.0 if start is None else verdict.gpus * (min(start + arrival.duration, horizon) - start)
+    for tally in tallies:
+        tally.demand += demand
+        tally.gpu_seconds += ran
+        if not fits:
+            tally.never_fits += 1
+        elif start is None:
+            tally.waiting += 1
+            tally.waits.append(horizon - arrival.at)
+        else:
+            tally.admitted += 1
+            tally.waits.append(start - arrival.at)
+
+
+def arm_metrics(shared: Setup, run: ArmRun) -> ArmMetrics:
+    capacity_seconds = shared.capacity_gpus * shared.horizon
+    overall = _Tally()
+    tenants = {tenant.name: _Tally() for tenant in shared.policy.spec.tenants}
+    unmanaged = 0
+    fits_cache: dict[tuple[str, tuple[tuple[str, int], ...], tuple[str, ...]], bool] = {}
+    for arrival in shared.arrivals:
+        if arrival.at >= shared.horizon:
+            continue
+        if arrival.tenant is None:
+            if not arrival.verdict.allowed:
+                overall.workloads += 1
+                overall.denied += 1
+            elif arrival.verdict.request or arrival.verdict.unknown:
+                unmanaged += 1
+            continue
+        if arrival.verdict.allowed and not (arrival.verdict.request or arrival.verdict.unknown):
+            continue  # no GPUs: nothing for the GPU queues to do
+        key = (arrival.tenant, arrival.verdict.request, arrival.verdict.unknown)
+        fits = fits_cache.get(key)
+        if fits is None:
+            fits = fits_cache[key] = not shared.never_fits(arrival)
+        _count(shared, run, arrival, [overall, tenants[arrival.tenant]], fits)
+    shares = [t.gpu_seconds / t.demand for t in tenants.values() if t.demand > 0]
+    return ArmMetrics(
+        name=run.name,
+        overall=overall.outcome(capacity_seconds),
+        jain_fairness=jain(shares),
+        tenants={name: tally.outcome(capacity_seconds) for name, tally in tenants.items()},
+        unmanaged=unmanaged,
+        plans=run.plans,
+    )
+
+
+def _outcome_json(outcome: Outcome) -> dict[str, Any]:
+    return {
+        "utilization": round(outcome.utilization, 4),
+        "meanWait": round(outcome.mean_wait, 1),
+        "p95Wait": round(outcome.p95_wait, 1),
+        "denied": outcome.denied,
+        "workloads": outcome.workloads,
+        "admitted": outcome.admitted,
+        "waiting": outcome.waiting,
+        "neverFits": outcome.never_fits,
+        "served": round(outcome.served, 4),
+        "gpuHours": round(outcome.gpu_seconds / 3600, 2),
+    }
+
+
+def metrics_json(metrics: ArmMetrics) -> dict[str, Any]:
+    """The `M` of `{"static": M, "dynamic": M}` (cli.md), with a few extra fields."""
+    overall = _outcome_json(metrics.overall)
+    return {
+        "utilization": overall.pop("utilization"),
+        "meanWait": overall.pop("meanWait"),
+        "p95Wait": overall.pop("p95Wait"),
+        "jainFairness": round(metrics.jain_fairness, 4),
+        "denied": overall.pop("denied"),
+        **overall,
+        "unmanaged": metrics.unmanaged,
+        "tenants": {name: _outcome_json(row) for name, row in sorted(metrics.tenants.items())},
+    }

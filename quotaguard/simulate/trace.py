@@ -1,0 +1,387 @@
+"""Workload traces for `quotaguard simulate`: the cluster and what arrives when.
+
+```yaml
+horizon: 24h                  # optional: how long to simulate (default: until the last
+                              # arrival plus the longest run time)
+nodes:                        # or: snapshot: cluster.json (a kubectl `v1 List`, as for plan)
+  - {name: gpu-1, allocatable: {nvidia.com/gpu: "8"}, labels: {...}}
+workloads:
+  - {at: 0, duration: 3600, namespace: research, count: 4, every: 60, pod: {...}}
+```
+
+Times are seconds or Go-style durations (`90s`, `2h`). Every problem of a trace is reported at
+once as FILE:LINE:COLUMN. The common case (a valid trace) is read with the fast C YAML loader;
+only when something is wrong is the file read again with line numbers to place the problems.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from quotaguard.policy.problems import Path as FieldPath
+from quotaguard.policy.problems import format_path
+from quotaguard.quantity import QuantityError, parse_duration, parse_quantity
+from quotaguard.quota.cluster import Node, Pod, SnapshotError, load_snapshot
+
+TOP_FIELDS = frozenset({"horizon", "nodes", "snapshot", "workloads", "description", "manifests"})
+NODE_FIELDS = frozenset({"name", "allocatable", "labels", "taints", "ready", "unschedulable"})
+WORKLOAD_FIELDS = frozenset({"at", "duration", "namespace", "count", "every", "pod", "name"})
+
+
+class TraceInvalid(Exception):
+    """A trace that cannot be simulated; each line of str() is FILE:LINE:COLUMN: problem."""
+
+    def __init__(self, problems: Sequence[str]) -> None:
+        self.problems = list(problems)
+        super().__init__("\n".join(self.problems))
+
+
+@dataclass(frozen=True, slots=True)
+class TraceWorkload:
+    """One entry of `workloads`: `count` identical workloads, `every` seconds apart."""
+
+    index: int  # position in the trace's workloads list, for messages
+    at: float
+    duration: float
+    namespace: str
+    count: int
+    every: float
+    manifest: Mapping[str, Any]
+    name: str | None = None
+
+    def arrival_times(self) -> Iterator[float]:
+        for copy in range(self.count):
+            yield self.at + copy * self.every
+
+
+@dataclass(frozen=True, slots=True)
+class Trace:
+    source: str
+    nodes: tuple[Node, ...]
+    # pods of a snapshot that hold GPUs (those outside every tenant reduce what is distributable)
+    pods: tuple[Pod, ...]
+    workloads: tuple[TraceWorkload, ...]
+    horizon: float | None = None
+    description: str | None = None
+
+    @property
+    def size(self) -> int:
+        """How many workloads arrive (copies counted)."""
+        return sum(entry.count for entry in self.workloads)
+
+    @property
+    def end(self) -> float:
+        """The simulated span: the horizon, else the last arrival plus the longest run time."""
+        if self.horizon is not None:
+            return self.horizon
+        last = max((w.at + (w.count - 1) * w.every for w in self.workloads), default=0.0)
+        longest = max((w.duration for w in self.workloads), default=0.0)
+        return last + longest
+
+
+class _Checker:
+    """Reads the plain document and collects (field path, message) problems."""
+
+    def __init__(self) -> None:
+        self.problems: list[tuple[FieldPath, str]] = []
+
+    def problem(self, path: FieldPath, message: str) -> None:
+        self.problems.append((path, message))
+
+    def mapping(self, value: object, path: FieldPath, what: str) -> Mapping[str, Any] | None:
+        if isinstance(value, Mapping):
+            return value
+        self.problem(path, f"{what} must be a mapping, not {_kind(value)}")
+        return None
+
+    def unknown(self, value: Mapping[str, Any], allowed: frozenset[str], path: FieldPath) -> None:
+        for key in value:
+            if key not in allowed:
+                self.problem(
+                    (*path, str(key)),
+                    f"unknown field {key!r}; allowed: {', '.join(sorted(allowed))}",
+                )
+
+    def seconds(
+        self, value: object, path: FieldPath, *, positive: bool, default: float | None = None
+    ) -> float | None:
+        if value is None:
+            if default is None:
+                self.problem(path, "required field is missing")
+            return default
+        try:
+            seconds = parse_duration(value)
+        except QuantityError:
+            self.problem(path, f"must be seconds or a duration such as 90s or 2h, not {value!r}")
+            return None
+        if seconds < 0 or (positive and seconds == 0):
+            self.problem(path, "must be positive" if positive else "must not be negative")
+            return None
+        return seconds
+
+    def string_map(self, value: object, path: FieldPath) -> dict[str, str]:
+        found = self.mapping(value, path, str(path[-1]) if path else "value")
+        if found is None:
+            return {}
+        result = {}
+        for key, item in found.items():
+            if isinstance(item, str | int | float | bool):
+                result[str(key)] = str(item).lower() if isinstance(item, bool) else str(item)
+            else:
+                self.problem((*path, str(key)), f"must be a string, not {_kind(item)}")
+        return result
+
+
+def _kind(value: object) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, Mapping):
+        return "a mapping"
+    if isinstance(value, list):
+        return "a list"
+    return type(value).__name__
+
+
+def _node(check: _Checker, raw: object, index: int) -> Node | None:
+    path: FieldPath = ("nodes", index)
+    node = check.mapping(raw, path, "a node")
+    if node is None:
+        return None
+    check.unknown(node, NODE_FIELDS, path)
+    name = node.get("name")
+    if not isinstance(name, str) or not name:
+        check.problem((*path, "name"), "a node needs a name")
+        name = f"node-{index}"
+    allocatable: dict[str, int] = {}
+    found = check.mapping(node.get("allocatable", {}), (*path, "allocatable"), "allocatable")
+    for resource, amount in (found or {}).items():
+        if "/" not in str(resource):
+            continue  # cpu, memory, pods: not what the simulator schedules
+        try:
+            value = parse_quantity(amount)
+        except QuantityError:
+            value = None
+        if value is None or value.denominator != 1 or value < 0:
+            check.problem(
+                (*path, "allocatable", str(resource)),
+                f"must be a whole number of devices, not {amount!r}",
+            )
+            continue
+        allocatable[str(resource)] = int(value)
+    taints: list[str] = []
+    raw_taints = node.get("taints", [])
+    if not isinstance(raw_taints, list):
+        check.problem((*path, "taints"), "must be a list of taint keys")
+        raw_taints = []
+    for position, taint in enumerate(raw_taints):
+        key = taint.get("key") if isinstance(taint, Mapping) else taint
+        if isinstance(key, str) and key:
+            taints.append(key)
+        else:
+            check.problem((*path, "taints", position), "a taint is a key or {key: ...}")
+    flags: dict[str, bool] = {}
+    for flag, default in (("ready", True), ("unschedulable", False)):
+        setting = node.get(flag, default)
+        if not isinstance(setting, bool):
+            check.problem((*path, flag), f"must be true or false, not {setting!r}")
+            setting = default
+        flags[flag] = setting
+    return Node(
+        name=name,
+        ready=flags["ready"],
+        unschedulable=flags["unschedulable"],
+        taints=tuple(taints),
+        labels=check.string_map(node.get("labels", {}), (*path, "labels")),
+        allocatable=allocatable,
+    )
+
+
+def _workload(check: _Checker, raw: object, index: int) -> TraceWorkload | None:
+    path: FieldPath = ("workloads", index)
+    entry = check.mapping(raw, path, "a workload")
+    if entry is None:
+        return None
+    check.unknown(entry, WORKLOAD_FIELDS, path)
+    before = len(check.problems)
+    at = check.seconds(entry.get("at"), (*path, "at"), positive=False)
+    duration = check.seconds(entry.get("duration"), (*path, "duration"), positive=True)
+    every = check.seconds(entry.get("every"), (*path, "every"), positive=False, default=0.0)
+    namespace = entry.get("namespace")
+    if not isinstance(namespace, str) or not namespace:
+        check.problem((*path, "namespace"), "a workload needs a namespace")
+    count = entry.get("count", 1)
+    if isinstance(count, bool) or not isinstance(count, int) or count < 1:
+        check.problem((*path, "count"), f"must be a whole number of at least 1, not {count!r}")
+    manifest = entry.get("pod")
+    if manifest is None:
+        check.problem((*path, "pod"), "a workload needs a pod manifest")
+    elif check.mapping(manifest, (*path, "pod"), "pod") is not None:
+        spec = manifest.get("spec")
+        if not isinstance(spec, Mapping):
+            check.problem((*path, "pod", "spec"), "the pod manifest needs a spec")
+    name = entry.get("name")
+    if name is not None and not isinstance(name, str):
+        check.problem((*path, "name"), "must be a string")
+    if len(check.problems) > before:
+        return None
+    assert at is not None and duration is not None and every is not None
+    assert isinstance(manifest, Mapping)
+    return TraceWorkload(
+        index=index,
+        at=at,
+        duration=duration,
+        namespace=str(namespace),
+        count=int(count),
+        every=every,
+        manifest=manifest,
+        name=name,
+    )
+
+
+def parse_trace(
+    document: object,
+    source: str,
+    *,
+    gpu_resources: frozenset[str] = frozenset(),
+) -> tuple[Trace | None, list[tuple[FieldPath, str]]]:
+    """The trace of a plain document, and every (field path, message) problem found in it."""
+    check = _Checker()
+    top = check.mapping(document, (), "a trace")
+    if top is None:
+        return None, check.problems
+    check.unknown(top, TOP_FIELDS, ())
+    horizon = None
+    if top.get("horizon") is not None:
+        horizon = check.seconds(top.get("horizon"), ("horizon",), positive=True)
+    nodes: list[Node] = []
+    pods: tuple[Pod, ...] = ()
+    has_nodes, snapshot = "nodes" in top, top.get("snapshot")
+    if has_nodes and snapshot is not None:
+        check.problem(("snapshot",), "give either nodes or snapshot, not both")
+    elif not has_nodes and snapshot is None:
+        check.problem((), "a trace needs nodes (a list) or snapshot (a file)")
+    if has_nodes:
+        raw_nodes = top.get("nodes")
+        if not isinstance(raw_nodes, list) or not raw_nodes:
+            check.problem(("nodes",), "must be a non-empty list of nodes")
+        else:
+            for index, raw in enumerate(raw_nodes):
+                found = _node(check, raw, index)
+                if found is not None:
+                    nodes.append(found)
+            names = [node.name for node in nodes]
+            for index, name in enumerate(names):
+                if name in names[:index]:
+                    check.problem(("nodes", index, "name"), f"node {name!r} appears twice")
+    elif isinstance(snapshot, str) and snapshot:
+        path = Path(source).parent / snapshot
+        try:
+            cluster = load_snapshot(path, gpu_resources=gpu_resources)
+        except SnapshotError as exc:
+            check.problem(("snapshot",), str(exc))
+        else:
+            nodes, pods = list(cluster.nodes), cluster.pods
+            if not nodes:
+                check.problem(("snapshot",), f"{path}: the snapshot holds no Node")
+    elif snapshot is not None:
+        check.problem(("snapshot",), "must be the path of a snapshot file")
+    workloads: list[TraceWorkload] = []
+    raw_workloads = top.get("workloads")
+    if not isinstance(raw_workloads, list) or not raw_workloads:
+        check.problem(("workloads",), "must be a non-empty list of workloads")
+    else:
+        for index, raw in enumerate(raw_workloads):
+            found_workload = _workload(check, raw, index)
+            if found_workload is not None:
+                workloads.append(found_workload)
+    description = top.get("description")
+    if check.problems:
+        return None, check.problems
+    trace = Trace(
+        source=source,
+        nodes=tuple(nodes),
+        pods=pods,
+        workloads=tuple(workloads),
+        horizon=horizon,
+        description=description if isinstance(description, str) else None,
+    )
+    return trace, []
+
+
+def _fast_load(text: str, source: str) -> object:
+    if source.endswith(".json"):
+        return json.loads(text)
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    return yaml.load(text, Loader=loader)
+
+
+def _syntax_problem(exc: Exception, source: str) -> str:
+    if isinstance(exc, json.JSONDecodeError):
+        return f"{source}:{exc.lineno}:{exc.colno}: not JSON: {exc.msg}"
+    mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
+    where = f"{mark.line + 1}:{mark.column + 1}" if mark is not None else "1:1"
+    reason = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+    return f"{source}:{where}: not YAML: {reason}"
+
+
+def _with_lines(text: str) -> object:
+    """The document read again, keeping the line and column of every node (slow; errors only)."""
+    from ruamel.yaml import YAML
+
+    try:
+        return YAML(typ="rt").load(text)
+    except Exception:  # placing a problem must never hide it
+        return None
+
+
+def _locate(root: object, path: FieldPath) -> tuple[int, int]:
+    """Line and column (1-based) of the node at `path`, or of its deepest existing ancestor."""
+    from ruamel.yaml.comments import CommentedMap, CommentedSeq
+
+    node, line, column = root, 0, 0
+    for part in path:
+        if isinstance(node, CommentedMap) and part in node:
+            line, column = node.lc.value(part)
+            node = node[part]
+        elif isinstance(node, CommentedSeq) and isinstance(part, int) and part < len(node):
+            line, column = node.lc.item(part)
+            node = node[part]
+        else:
+            break
+    return line + 1, column + 1
+
+
+def load_trace_text(
+    text: str, source: str = "<trace>", *, gpu_resources: frozenset[str] = frozenset()
+) -> Trace:
+    """A trace from YAML or JSON text; `TraceInvalid` with every located problem otherwise."""
+    try:
+        document = _fast_load(text, source)
+    except (json.JSONDecodeError, yaml.YAMLError) as exc:
+        raise TraceInvalid([_syntax_problem(exc, source)]) from exc
+    trace, problems = parse_trace(document, source, gpu_resources=gpu_resources)
+    if trace is not None:
+        return trace
+    root = _with_lines(text)
+    located = []
+    for path, message in problems:
+        line, column = _locate(root, path)
+        field = format_path(path)
+        located.append(f"{source}:{line}:{column}: {field + ': ' if field else ''}{message}")
+    raise TraceInvalid(located)
+
+
+def load_trace(path: str | Path, *, gpu_resources: frozenset[str] = frozenset()) -> Trace:
+    """Read a trace file; `TraceInvalid` (one line naming the file) when unreadable or wrong."""
+    source = str(path)
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise TraceInvalid([f"{source}: cannot read: {exc}"]) from exc
+    return load_trace_text(text, source, gpu_resources=gpu_resources)
