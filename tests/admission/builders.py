@@ -1,0 +1,151 @@
+"""Small builders for the objects admission sees, so each test shows only what matters."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import jsonpatch
+
+from quotaguard.admission import Decision
+
+
+def container(
+    name: str = "main",
+    *,
+    limits: dict[str, Any] | None = None,
+    requests: dict[str, Any] | None = None,
+    **extra: Any,
+) -> dict[str, Any]:
+    resources: dict[str, Any] = {}
+    if limits is not None:
+        resources["limits"] = limits
+    if requests is not None:
+        resources["requests"] = requests
+    found: dict[str, Any] = {"name": name, "image": "registry.example/app:1", **extra}
+    if resources:
+        found["resources"] = resources
+    return found
+
+
+def gpu(count: Any = 1, resource: str = "nvidia.com/gpu", name: str = "main") -> dict[str, Any]:
+    return container(name, limits={resource: count})
+
+
+def pod_spec(
+    *containers: dict[str, Any],
+    init: list[dict[str, Any]] | None = None,
+    **extra: Any,
+) -> dict[str, Any]:
+    spec: dict[str, Any] = {"containers": list(containers) or [gpu()], **extra}
+    if init is not None:
+        spec["initContainers"] = init
+    return spec
+
+
+def metadata(
+    annotations: dict[str, Any] | None = None,
+    labels: dict[str, Any] | None = None,
+    **extra: Any,
+) -> dict[str, Any]:
+    found: dict[str, Any] = {"name": "work", **extra}
+    if annotations is not None:
+        found["annotations"] = annotations
+    if labels is not None:
+        found["labels"] = labels
+    return found
+
+
+def pod(
+    *containers: dict[str, Any],
+    annotations: dict[str, Any] | None = None,
+    labels: dict[str, Any] | None = None,
+    init: list[dict[str, Any]] | None = None,
+    owners: list[dict[str, Any]] | None = None,
+    **spec: Any,
+) -> dict[str, Any]:
+    meta = metadata(annotations, labels)
+    if owners is not None:
+        meta["ownerReferences"] = owners
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": meta,
+        "spec": pod_spec(*containers, init=init, **spec),
+    }
+
+
+def template(
+    *containers: dict[str, Any],
+    annotations: dict[str, Any] | None = None,
+    labels: dict[str, Any] | None = None,
+    **spec: Any,
+) -> dict[str, Any]:
+    found: dict[str, Any] = {"spec": pod_spec(*containers, **spec)}
+    if annotations is not None or labels is not None:
+        found["metadata"] = {
+            k: v for k, v in (("annotations", annotations), ("labels", labels)) if v is not None
+        }
+    return found
+
+
+def job(pod_template: dict[str, Any] | None = None, **meta: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": metadata(**meta),
+        "spec": {"template": pod_template or template()},
+    }
+
+
+def volcano_job(*tasks: tuple[str, dict[str, Any]], **spec: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": "batch.volcano.sh/v1alpha1",
+        "kind": "Job",
+        "metadata": metadata(),
+        "spec": {
+            "minAvailable": 1,
+            "tasks": [{"name": n, "replicas": 1, "template": t} for n, t in tasks],
+            **spec,
+        },
+    }
+
+
+def jobset(*replicated: tuple[str, dict[str, Any]]) -> dict[str, Any]:
+    return {
+        "apiVersion": "jobset.x-k8s.io/v1alpha2",
+        "kind": "JobSet",
+        "metadata": metadata(),
+        "spec": {
+            "replicatedJobs": [
+                {"name": n, "replicas": 1, "template": {"spec": {"template": t}}}
+                for n, t in replicated
+            ]
+        },
+    }
+
+
+def owner(kind: str = "Job", api_version: str = "batch/v1") -> dict[str, Any]:
+    return {
+        "apiVersion": api_version,
+        "kind": kind,
+        "name": "parent",
+        "uid": "00000000-0000-4000-8000-000000000001",
+        "controller": True,
+    }
+
+
+def applied(obj: dict[str, Any], decision: Decision) -> dict[str, Any]:
+    """The object after the decision's patch, applied the way the API server would."""
+    result: dict[str, Any] = jsonpatch.apply_patch(copy.deepcopy(obj), list(decision.patch))
+    return result
+
+
+def limits_of(obj: dict[str, Any], index: int = 0) -> dict[str, Any]:
+    found: dict[str, Any] = obj["spec"]["containers"][index]["resources"]["limits"]
+    return found
+
+
+def requests_of(obj: dict[str, Any], index: int = 0) -> dict[str, Any]:
+    found: dict[str, Any] = obj["spec"]["containers"][index]["resources"]["requests"]
+    return found
