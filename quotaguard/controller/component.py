@@ -1,0 +1,33 @@
+"""The `controller` component of `quotaguard serve`."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+
+from quotaguard.controller.kube import KubeClients
+from quotaguard.controller.loop import Controller, ControllerSettings
+from quotaguard.serving import ServeContext, StartupError
+
+SHARED_KEY = "controller"
+
+
+async def start(ctx: ServeContext) -> None:
+    try:
+        clients = await asyncio.to_thread(KubeClients.connect, ctx.options.kubeconfig)
+    except Exception as exc:
+        where = ctx.options.kubeconfig or "in-cluster configuration"
+        raise StartupError(f"cannot configure the Kubernetes client from {where}: {exc}") from exc
+    controller = Controller(ctx.store, clients, ControllerSettings(mode=ctx.options.mode))
+    ctx.shared[SHARED_KEY] = controller
+    stop = asyncio.Event()
+    ctx.run_task("controller", controller.run(stop))
+
+    async def shut_down() -> None:
+        stop.set()
+        task = ctx.tasks.get("controller")
+        if task is not None:
+            with contextlib.suppress(Exception, asyncio.TimeoutError):
+                await asyncio.wait_for(asyncio.shield(task), timeout=10)
+
+    ctx.on_shutdown(shut_down)

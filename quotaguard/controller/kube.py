@@ -1,0 +1,85 @@
+"""The Kubernetes API objects the controller talks through, and API group discovery.
+
+`KubeClients` is the seam tests replace: every call the controller makes goes through one of
+these four API objects, always with `_preload_content=False` so responses are raw JSON.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+KUEUE_GROUP = "kueue.x-k8s.io"
+KUEUE_VERSIONS = ("v1beta2", "v1beta1")  # preferred first
+VOLCANO_GROUP = "scheduling.volcano.sh"
+VOLCANO_VERSION = "v1beta1"
+
+
+@dataclass
+class KubeClients:
+    core: Any  # kubernetes.client.CoreV1Api
+    custom: Any  # kubernetes.client.CustomObjectsApi
+    coordination: Any  # kubernetes.client.CoordinationV1Api
+    apis: Any  # kubernetes.client.ApisApi (GET /apis)
+
+    @classmethod
+    def connect(cls, kubeconfig: str | None = None, *, pool_size: int = 32) -> KubeClients:
+        """From a kubeconfig file, or the in-cluster service account when none is given."""
+        from kubernetes import client
+        from kubernetes import config as kube_config
+
+        config: Any = kube_config  # untyped module
+
+        configuration = client.Configuration()
+        if kubeconfig:
+            config.load_kube_config(config_file=kubeconfig, client_configuration=configuration)
+        else:
+            try:
+                config.load_incluster_config(client_configuration=configuration)
+            except config.ConfigException:
+                config.load_kube_config(client_configuration=configuration)
+        # One connection per long-lived watch plus the short calls of the loop and the elector.
+        configuration.connection_pool_maxsize = pool_size
+        api_client = client.ApiClient(configuration)
+        return cls(
+            core=client.CoreV1Api(api_client),
+            custom=client.CustomObjectsApi(api_client),
+            coordination=client.CoordinationV1Api(api_client),
+            apis=client.ApisApi(api_client),
+        )
+
+
+@dataclass(frozen=True)
+class ServedGroups:
+    """Which optional API groups the server serves, and in which version we use them."""
+
+    kueue: str | None  # "v1beta2", "v1beta1" or None
+    volcano: bool
+
+    @property
+    def kueue_api_version(self) -> str | None:
+        return f"{KUEUE_GROUP}/{self.kueue}" if self.kueue else None
+
+
+def served_groups(group_list: dict[str, Any]) -> ServedGroups:
+    """Pick versions from a `GET /apis` APIGroupList (pure)."""
+    versions: dict[str, set[str]] = {}
+    for group in group_list.get("groups") or ():
+        name = group.get("name")
+        if isinstance(name, str):
+            versions[name] = {
+                str(v.get("version")) for v in group.get("versions") or () if isinstance(v, dict)
+            }
+    kueue = next((v for v in KUEUE_VERSIONS if v in versions.get(KUEUE_GROUP, set())), None)
+    return ServedGroups(kueue=kueue, volcano=VOLCANO_VERSION in versions.get(VOLCANO_GROUP, set()))
+
+
+def discover(clients: KubeClients, *, timeout: float = 10.0) -> ServedGroups:
+    """Ask the API server which groups it serves (blocking; raises when unreachable)."""
+    response = clients.apis.get_api_versions(_preload_content=False, _request_timeout=timeout)
+    try:
+        body: dict[str, Any] = json.loads(response.data)
+    finally:
+        response.release_conn()
+    return served_groups(body)

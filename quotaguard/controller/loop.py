@@ -1,0 +1,524 @@
+"""The quota controller: every `rebalance.interval`, watch caches -> plan -> diff -> write.
+
+One interval:
+  1. `off`: nothing at all.
+  2. Stale view (the API server does not answer discovery, or a watch is not synced): nothing
+     changes; logged and exported as `quotaguard_controller_stale`.
+  3. Parse the caches, capacity, demand (smoothed between intervals), usage history and weights,
+     `plan(...)`: all pure, from `quotaguard.quota`.
+  4. For each tenant, the queue spec the plan calls for is built from the cached spec and
+     compared with it (pure); only queues that differ are written, and only by the leader, and
+     only in `apply` mode. `recommend` puts the targets in the report and metrics only.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import logging
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+from quotaguard.controller import kueue, volcano
+from quotaguard.controller.kube import (
+    KUEUE_GROUP,
+    VOLCANO_GROUP,
+    VOLCANO_VERSION,
+    KubeClients,
+    ServedGroups,
+    discover,
+)
+from quotaguard.controller.leader import (
+    LEASE_NAME,
+    KubeLeaseStore,
+    LeaderElector,
+    default_identity,
+    default_namespace,
+)
+from quotaguard.controller.sources import Source, wanted_sources
+from quotaguard.controller.watch import JsonObject, Watch, WatchSettings
+from quotaguard.controller.write import (
+    QueueApi,
+    QueueWriter,
+    SpecRules,
+    WriteOutcome,
+    emit_event,
+    event_body,
+)
+from quotaguard.policy.model import TenantPolicy
+from quotaguard.quota.capacity import class_capacity
+from quotaguard.quota.cluster import ResourceQuota, parse_objects
+from quotaguard.quota.demand import DemandSmoother, demand_of
+from quotaguard.quota.planner import Plan, TenantPlan, plan
+from quotaguard.quota.queues import QueueState, current_state
+from quotaguard.quota.report import build_report
+from quotaguard.quota.weights import UsageHistory, fair_share_weights, usage_in_gpus
+from quotaguard.reports.history import QuotaHistory, points_for_span
+from quotaguard.reports.metrics import (
+    CONTROLLER_INTERVALS,
+    CONTROLLER_LEADER,
+    CONTROLLER_STALE,
+    QUEUE_WRITES,
+    publish_report,
+)
+
+log = logging.getLogger("quotaguard.controller")
+
+Mode = Literal["apply", "recommend", "off"]
+PolicySource = Callable[[], TenantPolicy]
+
+# A fair-sharing weight moves a little every interval as usage decays; writing every such move
+# would update every queue every interval. Moves up to this fraction are left for later.
+WEIGHT_TOLERANCE = 0.05
+KUEUE_CREATE_TEMPLATE: Mapping[str, Any] = {"namespaceSelector": {}}
+VOLCANO_CREATE_TEMPLATE: Mapping[str, Any] = {"reclaimable": True}
+
+
+@dataclass
+class ControllerSettings:
+    mode: Mode | None = None  # overrides the policy's rebalance.mode
+    interval: float | None = None  # overrides the policy's rebalance.interval (seconds)
+    leader_election: bool = True
+    lease_namespace: str | None = None  # default: the pod's namespace
+    identity: str | None = None  # default: hostname + random suffix
+    weight_tolerance: float = WEIGHT_TOLERANCE
+    write_timeout: float = 10.0
+    watch_settings: Callable[[], WatchSettings] = WatchSettings
+
+
+@dataclass
+class ControllerStatus:
+    """What the controller did so far: read by reports, tests and the e2e suite."""
+
+    mode: str = "recommend"
+    intervals: int = 0
+    planned: int = 0
+    stale: int = 0
+    stale_reason: str | None = None
+    errors: int = 0
+    last_error: str | None = None
+    writes: dict[str, int] = field(default_factory=dict)
+    last_outcomes: tuple[WriteOutcome, ...] = ()
+    last_report: dict[str, Any] | None = None
+    last_planned_at: float | None = None
+    served: ServedGroups | None = None
+
+    @property
+    def written(self) -> int:
+        return self.writes.get("updated", 0) + self.writes.get("created", 0)
+
+
+def policy_source(policy: Any) -> PolicySource:
+    """A TenantPolicy, anything with a `.policy` (the PolicyStore), or a callable."""
+    if isinstance(policy, TenantPolicy):
+        return lambda: policy
+    if hasattr(policy, "policy"):
+        return lambda: policy.policy
+    if callable(policy):
+        source: PolicySource = policy
+        return source
+    raise TypeError(f"not a policy source: {policy!r}")
+
+
+def _utc(at: float) -> str:
+    return datetime.fromtimestamp(at, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def tenant_quotas(tenant: TenantPlan) -> dict[str, ResourceQuota]:
+    """Class name -> the quota to write for it."""
+    return {
+        row.class_name: ResourceQuota(row.nominal, row.borrowing_limit, row.lending_limit)
+        for row in tenant.classes
+    }
+
+
+class Controller:
+    """One controller; `run(stop)` until stopped, or `run_interval()` step by step in tests."""
+
+    def __init__(
+        self,
+        policy: Any,
+        clients: KubeClients,
+        settings: ControllerSettings | None = None,
+        *,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.policy = policy_source(policy)
+        self.clients = clients
+        self.settings = settings or ControllerSettings()
+        self.clock = clock
+        self.status = ControllerStatus()
+        self.history = QuotaHistory()
+        self.watches: dict[str, Watch] = {}
+        self.leader: LeaderElector | None = None
+        self._watch_configs: dict[str, object] = {}
+        self._smoother: DemandSmoother | None = None
+        self._usage = UsageHistory()
+        self._previous: Plan | None = None
+        self._last_changes: dict[tuple[str, str], dict[str, Any]] = {}
+        self._last_targets: dict[tuple[str, str], int] = {}
+        self._managed_generation: object = None
+
+    # -- what others read --------------------------------------------------------------------
+
+    def mode(self, policy: TenantPolicy | None = None) -> Mode:
+        return self.settings.mode or (policy or self.policy()).spec.rebalance.mode
+
+    def interval(self, policy: TenantPolicy | None = None) -> float:
+        return self.settings.interval or (policy or self.policy()).spec.rebalance.interval
+
+    def is_leader(self, margin: float = 0.0) -> bool:
+        return self.leader is None or self.leader.is_leader(margin)
+
+    def latest_report(self) -> dict[str, Any] | None:
+        """The last planned report plus the controller's live state (None before any plan)."""
+        report = self.status.last_report
+        if report is None:
+            return None
+        return {
+            **report,
+            "controller": {
+                "mode": self.status.mode,
+                "leader": self.is_leader(),
+                "stale": self.status.stale_reason,
+                "intervals": self.status.intervals,
+                "lastPlannedAt": _utc(self.status.last_planned_at)
+                if self.status.last_planned_at
+                else None,
+            },
+        }
+
+    # -- running -----------------------------------------------------------------------------
+
+    async def run(self, stop: asyncio.Event | None = None) -> None:
+        """Run intervals until `stop` is set (or the task is cancelled); stops watches and
+        hands the Lease back on the way out."""
+        stop = stop or asyncio.Event()
+        elector_stop = asyncio.Event()
+        elector: asyncio.Task[None] | None = None
+        if self.settings.leader_election:
+            self.leader = self._elector()
+            elector = asyncio.create_task(self.leader.run(elector_stop), name="leader-election")
+        try:
+            await self._first_sync(stop)
+            while not stop.is_set():
+                try:
+                    await self.run_interval()
+                except Exception as exc:
+                    self.status.errors += 1
+                    self.status.last_error = f"{type(exc).__name__}: {exc}"
+                    log.exception("controller interval failed")
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(stop.wait(), timeout=self.interval())
+        finally:
+            elector_stop.set()
+            await asyncio.to_thread(self.close)
+            if elector is not None:
+                with contextlib.suppress(Exception):
+                    await elector
+            CONTROLLER_LEADER.set(0)
+
+    def close(self) -> None:
+        for watch in self.watches.values():
+            watch.stop(join_timeout=0)
+        for watch in self.watches.values():
+            watch.stop()
+        self.watches.clear()
+        self._watch_configs.clear()
+
+    async def _first_sync(self, stop: asyncio.Event) -> None:
+        """Start the watches and give them up to one interval to list before the first plan."""
+        policy = self.policy()
+        if self.mode(policy) == "off":
+            return
+        try:
+            served = await asyncio.to_thread(discover, self.clients)
+        except Exception as exc:
+            log.warning("API server unreachable at start: %s", exc)
+            return
+        self._sync_watches(policy, served)
+        deadline = time.monotonic() + self.interval(policy)
+        while not stop.is_set() and time.monotonic() < deadline:
+            if all(watch.synced for watch in self.watches.values()):
+                return
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), timeout=0.05)
+
+    def _elector(self) -> LeaderElector:
+        namespace = self.settings.lease_namespace or default_namespace()
+        store = KubeLeaseStore(self.clients.coordination, name=LEASE_NAME, namespace=namespace)
+        return LeaderElector(
+            store,
+            self.settings.identity or default_identity(),
+            namespace=namespace,
+            on_change=lambda leader: CONTROLLER_LEADER.set(1 if leader else 0),
+        )
+
+    def _sync_watches(self, policy: TenantPolicy, served: ServedGroups) -> None:
+        wanted: dict[str, Source] = wanted_sources(self.clients, policy, served)
+        for name in list(self.watches):
+            if name not in wanted or wanted[name].config != self._watch_configs.get(name):
+                self.watches.pop(name).stop(join_timeout=0)
+                self._watch_configs.pop(name, None)
+        for name, source in wanted.items():
+            if name not in self.watches:
+                watch = Watch(source.kind, self.settings.watch_settings())
+                self.watches[name] = watch
+                self._watch_configs[name] = source.config
+                watch.start()
+
+    # -- one interval ------------------------------------------------------------------------
+
+    async def run_interval(self) -> str:
+        """One interval; returns its outcome: "off", "stale" or "planned"."""
+        policy = self.policy()
+        mode = self.mode(policy)
+        self.status.mode = mode
+        self.status.intervals += 1
+        self.history.resize(points_for_span(self.interval(policy)))
+        if mode == "off":
+            CONTROLLER_INTERVALS.labels(outcome="off").inc()
+            return "off"
+        reason = await self._staleness(policy)
+        if reason is not None:
+            self.status.stale += 1
+            self.status.stale_reason = reason
+            CONTROLLER_STALE.set(1)
+            CONTROLLER_INTERVALS.labels(outcome="stale").inc()
+            log.warning("view of the cluster is stale; changing nothing: %s", reason)
+            return "stale"
+        self.status.stale_reason = None
+        CONTROLLER_STALE.set(0)
+        now = self.clock()
+        objects = [obj for watch in self.watches.values() for obj in watch.objects()]
+        the_plan, current, report = await asyncio.to_thread(self._plan, policy, mode, objects, now)
+        outcomes: list[WriteOutcome] = []
+        if mode == "apply" and self.is_leader():
+            outcomes = await asyncio.to_thread(self._write_all, policy, the_plan, now)
+        self._record(the_plan, current, report, outcomes, mode, now)
+        CONTROLLER_INTERVALS.labels(outcome="planned").inc()
+        return "planned"
+
+    async def _staleness(self, policy: TenantPolicy) -> str | None:
+        try:
+            served = await asyncio.to_thread(discover, self.clients)
+        except Exception as exc:
+            return f"API server unreachable: {type(exc).__name__}: {exc}"
+        self.status.served = served
+        self._sync_watches(policy, served)
+        unsynced = sorted(name for name, watch in self.watches.items() if not watch.synced)
+        if unsynced:
+            return f"watch not synced: {', '.join(unsynced)}"
+        return None
+
+    def _plan(
+        self, policy: TenantPolicy, mode: Mode, objects: list[JsonObject], now: float
+    ) -> tuple[Plan, dict[str, QueueState], dict[str, Any]]:
+        """The pure part, with the state carried between intervals (runs in a worker thread)."""
+        rebalance = policy.spec.rebalance
+        snapshot = parse_objects(objects, gpu_resources=policy.gpu_resources)
+        capacity = class_capacity(policy, snapshot.nodes, snapshot.pods)
+        observed = demand_of(policy, snapshot)
+        smoother = self._smoother or DemandSmoother(rebalance.demand_window)
+        if smoother.window != rebalance.demand_window:
+            smoother = DemandSmoother(rebalance.demand_window, smoother.at, smoother.levels)
+        self._smoother, smoothed = smoother.observe(observed, now)
+        self._usage = self._usage.record(
+            usage_in_gpus(policy, observed), now, rebalance.usage_half_life
+        )
+        weights = fair_share_weights(policy, self._usage)
+        current = current_state(policy, snapshot)
+        previous = self._previous if mode == "recommend" else None
+        the_plan = plan(
+            policy, capacity, smoothed, current=current, weights=weights, previous=previous
+        )
+        if the_plan.mode != mode:
+            the_plan = _with_mode(the_plan, mode)
+        report = build_report(
+            the_plan, current=current, generated_at=datetime.fromtimestamp(now, UTC)
+        )
+        return the_plan, current, report
+
+    # -- writing -----------------------------------------------------------------------------
+
+    def _queue_api(self, policy: TenantPolicy) -> QueueApi | None:
+        served = self.status.served
+        if policy.spec.backend == "volcano":
+            if served is None or not served.volcano:
+                return None
+            return QueueApi(VOLCANO_GROUP, VOLCANO_VERSION, "queues", "Queue")
+        if served is None or served.kueue is None:
+            return None
+        return QueueApi(KUEUE_GROUP, served.kueue, "clusterqueues", "ClusterQueue")
+
+    def _rules(self, policy: TenantPolicy, api: QueueApi, tenant: TenantPlan) -> SpecRules:
+        quotas = tenant_quotas(tenant)
+        if api.group == VOLCANO_GROUP:
+            return SpecRules(
+                build=functools.partial(
+                    volcano.desired_spec, policy=policy, quotas=quotas, weight=tenant.weight
+                ),
+                same=volcano.same_spec,
+                describe=volcano.queue_changes,
+            )
+        return SpecRules(
+            build=functools.partial(
+                kueue.desired_spec,
+                policy=policy,
+                api_version=api.api_version,
+                quotas=quotas,
+                weight=tenant.weight,
+                weight_tolerance=self.settings.weight_tolerance,
+            ),
+            same=kueue.same_spec,
+            describe=kueue.quota_changes,
+        )
+
+    def _write_all(self, policy: TenantPolicy, the_plan: Plan, now: float) -> list[WriteOutcome]:
+        """Write every queue whose spec differs from the plan's (blocking; a worker thread)."""
+        api = self._queue_api(policy)
+        if api is None:
+            return []
+        cache_name = "queues" if api.group == VOLCANO_GROUP else "clusterqueues"
+        cache = self.watches.get(cache_name)
+        cached = {obj["metadata"]["name"]: obj for obj in (cache.objects() if cache else [])}
+        manage = policy.spec.rebalance.manage_queues
+        if manage:
+            self._ensure_managed_objects(policy, api)
+        writer = QueueWriter(
+            self.clients.custom,
+            api,
+            may_write=lambda: self.is_leader(self.settings.write_timeout),
+            request_timeout=self.settings.write_timeout,
+        )
+        template = VOLCANO_CREATE_TEMPLATE if api.group == VOLCANO_GROUP else KUEUE_CREATE_TEMPLATE
+        outcomes = []
+        for tenant in the_plan.tenants:
+            rules = self._rules(policy, api, tenant)
+            existing = cached.get(tenant.queue)
+            if existing is None and not manage:
+                outcomes.append(WriteOutcome(tenant.queue, "missing"))
+                continue
+            if existing is not None:
+                spec = existing.get("spec") or {}
+                if rules.same(spec, rules.build(spec)):
+                    continue  # the diff is empty: no request at all
+            outcome = writer.write(tenant.queue, rules, template=template if manage else None)
+            outcomes.append(outcome)
+            if outcome.written is not None:
+                if cache is not None:
+                    cache.upsert(outcome.written)
+                self._announce(outcome, tenant)
+            if outcome.result in ("error", "conflict"):
+                log.warning(
+                    "writing queue %s failed: %s",
+                    outcome.queue,
+                    outcome.detail,
+                    extra={"queue": outcome.queue, "result": outcome.result},
+                )
+        return outcomes
+
+    def _announce(self, outcome: WriteOutcome, tenant: TenantPlan) -> None:
+        reasons = "; ".join(f"{row.class_name}: {row.reason}" for row in tenant.classes)
+        message = f"{'; '.join(outcome.changes) or 'queue created'}. Why: {reasons or 'policy'}"
+        log.info(
+            "queue %s %s",
+            outcome.queue,
+            outcome.result,
+            extra={"queue": outcome.queue, "tenant": tenant.name, "changes": list(outcome.changes)},
+        )
+        identity = self.leader.identity if self.leader is not None else "quotaguard"
+        if outcome.written is not None:
+            body = event_body(
+                outcome.written, reason="QuotaUpdated", message=message, instance=identity
+            )
+            emit_event(self.clients.core, body)
+
+    def _ensure_managed_objects(self, policy: TenantPolicy, api: QueueApi) -> None:
+        from quotaguard.controller.manage import ensure_kueue_objects
+
+        key = (id(policy), api)
+        if self._managed_generation == key or api.group != KUEUE_GROUP:
+            return
+        if ensure_kueue_objects(self.clients, policy, api.version):
+            self._managed_generation = key
+
+    # -- bookkeeping -------------------------------------------------------------------------
+
+    def _record(
+        self,
+        the_plan: Plan,
+        current: Mapping[str, QueueState],
+        report: dict[str, Any],
+        outcomes: list[WriteOutcome],
+        mode: Mode,
+        now: float,
+    ) -> None:
+        written = {o.queue for o in outcomes if o.result in ("updated", "created")}
+        for outcome in outcomes:
+            self.status.writes[outcome.result] = self.status.writes.get(outcome.result, 0) + 1
+            QUEUE_WRITES.labels(result=outcome.result).inc()
+        for tenant in the_plan.tenants:
+            state = current.get(tenant.name)
+            for row in tenant.classes:
+                key = (tenant.name, row.class_name)
+                if mode == "apply":
+                    if tenant.queue not in written:
+                        continue
+                    before_quota = state.quotas.get(row.class_name) if state else None
+                    before = before_quota.nominal if before_quota else None
+                    if before == row.nominal:
+                        continue
+                    applied = True
+                else:
+                    before = self._last_targets.get(key)
+                    if before is None or before == row.nominal:
+                        self._last_targets[key] = row.nominal
+                        continue
+                    applied = False
+                self._last_targets[key] = row.nominal
+                self._last_changes[key] = {
+                    "at": _utc(now),
+                    "from": before,
+                    "to": row.nominal,
+                    "reason": row.reason,
+                    "applied": applied,
+                }
+        for tenant_row in report["tenants"]:
+            for row in tenant_row["classes"]:
+                row["lastChange"] = self._last_changes.get((tenant_row["name"], row["class"]))
+        self._previous = the_plan
+        self.status.planned += 1
+        self.status.last_outcomes = tuple(outcomes)
+        self.status.last_report = report
+        self.status.last_planned_at = now
+        self.history.record(report, now)
+        publish_report(report)
+
+
+def _with_mode(the_plan: Plan, mode: Mode) -> Plan:
+    import dataclasses
+
+    return dataclasses.replace(the_plan, mode=mode)
+
+
+async def run_controller(
+    policy: Any,
+    *,
+    kubeconfig: str | None = None,
+    clients: KubeClients | None = None,
+    settings: ControllerSettings | None = None,
+    stop: asyncio.Event | None = None,
+    started: Callable[[Controller], None] | None = None,
+) -> Controller:
+    """Run a controller until `stop` is set; `started(controller)` gets it before the first
+    interval (to read its status). `policy`: a TenantPolicy, a PolicyStore or a callable."""
+    controller = Controller(policy, clients or KubeClients.connect(kubeconfig), settings)
+    if started is not None:
+        started(controller)
+    await controller.run(stop)
+    return controller

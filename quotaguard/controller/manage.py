@@ -1,0 +1,90 @@
+"""With `rebalance.manageQueues: true`: create the Kueue objects a policy needs when missing.
+
+ResourceFlavors (one per class flavor, with the class nodeSelector as nodeLabels) and a
+LocalQueue pointing at the tenant's ClusterQueue in each of its literal namespaces (globs name
+no namespace to create one in). ClusterQueues themselves are created by the writer. Existing
+objects are never modified here.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from quotaguard.controller.kube import KUEUE_GROUP, KubeClients
+from quotaguard.policy.model import TenantPolicy, is_glob
+
+log = logging.getLogger(__name__)
+
+JsonObject = dict[str, Any]
+MANAGED_BY = {"app.kubernetes.io/managed-by": "quotaguard"}
+
+
+def resource_flavors(policy: TenantPolicy, version: str) -> list[JsonObject]:
+    found: dict[str, JsonObject] = {}
+    for gpu_class in policy.spec.gpu_classes:
+        found.setdefault(
+            gpu_class.flavor,
+            {
+                "apiVersion": f"{KUEUE_GROUP}/{version}",
+                "kind": "ResourceFlavor",
+                "metadata": {"name": gpu_class.flavor, "labels": dict(MANAGED_BY)},
+                "spec": {"nodeLabels": dict(gpu_class.node_selector)}
+                if gpu_class.node_selector
+                else {},
+            },
+        )
+    return list(found.values())
+
+
+def local_queues(policy: TenantPolicy, version: str) -> list[JsonObject]:
+    return [
+        {
+            "apiVersion": f"{KUEUE_GROUP}/{version}",
+            "kind": "LocalQueue",
+            "metadata": {
+                "name": tenant.local_queue,
+                "namespace": namespace,
+                "labels": dict(MANAGED_BY),
+            },
+            "spec": {"clusterQueue": tenant.queue},
+        }
+        for tenant in policy.spec.tenants
+        for namespace in tenant.namespaces
+        if not is_glob(namespace)
+    ]
+
+
+def _created(call: Any, *args: Any) -> bool:
+    """Create; an object that already exists (409) or a namespace that does not (404) is
+    not an error worth retrying every interval."""
+    try:
+        call(*args, _preload_content=False, _request_timeout=10)
+    except Exception as exc:
+        status = getattr(exc, "status", None)
+        if status in (404, 409):
+            return True
+        log.warning("could not create %s: %s", args[-1]["metadata"]["name"], exc)
+        return False
+    log.info("created %s %s", args[-1]["kind"], args[-1]["metadata"]["name"])
+    return True
+
+
+def ensure_kueue_objects(clients: KubeClients, policy: TenantPolicy, version: str) -> bool:
+    """Create missing ResourceFlavors and LocalQueues (blocking); True when all are in place."""
+    custom = clients.custom
+    done = True
+    for flavor in resource_flavors(policy, version):
+        done &= _created(
+            custom.create_cluster_custom_object, KUEUE_GROUP, version, "resourceflavors", flavor
+        )
+    for queue in local_queues(policy, version):
+        done &= _created(
+            custom.create_namespaced_custom_object,
+            KUEUE_GROUP,
+            version,
+            queue["metadata"]["namespace"],
+            "localqueues",
+            queue,
+        )
+    return done

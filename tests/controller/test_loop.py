@@ -1,0 +1,359 @@
+"""The controller loop against fake client objects: what it writes, and when it writes nothing."""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import itertools
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from quotaguard.controller.backoff import Backoff
+from quotaguard.controller.leader import LeaderElector
+from quotaguard.controller.loop import Controller, ControllerSettings
+from quotaguard.controller.watch import WatchSettings
+from quotaguard.policy.loader import load_policy_text
+from quotaguard.reports.metrics import CONTROLLER_STALE, QUOTA_NOMINAL
+
+from .fakes import FakeApiServer, FakeLeaseStore, api_error, fake_clients
+
+CQ = "kueue.x-k8s.io/v1beta2/clusterqueues"
+POLICY_TEXT = """
+apiVersion: quotaguard.dev/v1alpha1
+kind: TenantPolicy
+metadata: {name: loop}
+spec:
+  backend: kueue
+  cohort: pool
+  gpuClasses:
+    - {name: h100, resource: nvidia.com/gpu, memory: 80Gi, nodeSelector: {product: h100}}
+    - {name: mig, resource: nvidia.com/mig-1g.10gb, memory: 10Gi, slices: 1}
+    - {name: shared, resource: nvidia.com/gpu.shared, memory: 80Gi, sharing: time-slicing,
+       replicas: 4}
+  tenants:
+    - {name: training, namespaces: [training], weight: 2, allowedClasses: [h100],
+       quota: {h100: {guaranteed: 4, max: 16}}}
+    - {name: inference, namespaces: [inference], allowedClasses: [mig],
+       quota: {mig: {guaranteed: 7, max: 14}}}
+    - {name: notebooks, namespaces: [notebooks], allowedClasses: [shared],
+       quota: {shared: {guaranteed: 4, max: 16}}}
+  rebalance: {mode: MODE, interval: 1s, maxStepPercent: 100, usableCapacityPercent: 100}
+"""
+CPU_GROUP = {
+    "coveredResources": ["cpu"],
+    "flavors": [{"name": "default", "resources": [{"name": "cpu", "nominalQuota": "32"}]}],
+}
+
+
+def policy(mode: str = "apply"):
+    return load_policy_text(POLICY_TEXT.replace("MODE", mode), "loop.yaml")
+
+
+def node(name: str, resource: str, amount: int, labels: dict | None = None) -> dict:
+    return {
+        "metadata": {"name": name, "labels": labels or {}},
+        "status": {
+            "allocatable": {resource: str(amount)},
+            "conditions": [{"type": "Ready", "status": "True"}],
+        },
+    }
+
+
+def cluster_queue(name: str, resource: str, flavor: str, nominal: int) -> dict:
+    return {
+        "apiVersion": "kueue.x-k8s.io/v1beta2",
+        "kind": "ClusterQueue",
+        "metadata": {"name": name, "uid": f"uid-{name}"},
+        "spec": {
+            "namespaceSelector": {},
+            "resourceGroups": [
+                copy.deepcopy(CPU_GROUP),
+                {
+                    "coveredResources": [resource],
+                    "flavors": [
+                        {
+                            "name": flavor,
+                            "resources": [{"name": resource, "nominalQuota": str(nominal)}],
+                        }
+                    ],
+                },
+            ],
+        },
+    }
+
+
+def pending_pod(name: str, namespace: str, gpus: int) -> dict:
+    return {
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {
+            "nodeSelector": {"product": "h100"},
+            "containers": [
+                {"name": "main", "resources": {"limits": {"nvidia.com/gpu": str(gpus)}}}
+            ],
+        },
+        "status": {"phase": "Pending"},
+    }
+
+
+@pytest.fixture
+def server() -> FakeApiServer:
+    server = FakeApiServer()
+    server.groups = {"kueue.x-k8s.io": ["v1beta2", "v1beta1"]}
+    for index in (1, 2):
+        server.put("v1/nodes", node(f"gpu-{index}", "nvidia.com/gpu", 8, {"product": "h100"}))
+    server.put("v1/nodes", node("mig-1", "nvidia.com/mig-1g.10gb", 14))
+    server.put("v1/nodes", node("shared-1", "nvidia.com/gpu.shared", 8))
+    server.put(CQ, cluster_queue("training", "nvidia.com/gpu", "h100", 8))
+    server.put(CQ, cluster_queue("inference", "nvidia.com/mig-1g.10gb", "mig", 7))
+    server.put(CQ, cluster_queue("notebooks", "nvidia.com/gpu.shared", "shared", 4))
+    server.put("v1/pods", pending_pod("train-0", "training", 10))
+    return server
+
+
+def make_controller(server: FakeApiServer, mode: str = "apply", **kw: Any) -> Controller:
+    ticks = itertools.count(1_000_000, 1)
+    settings = ControllerSettings(
+        leader_election=False,
+        watch_settings=lambda: WatchSettings(backoff=Backoff(base=0.001, cap=0.005)),
+        **kw,
+    )
+    the_policy = policy(mode)
+    return Controller(the_policy, fake_clients(server), settings, clock=lambda: next(ticks))
+
+
+def run(controller: Controller, body: Callable[[Controller], Any]) -> Any:
+    async def main() -> Any:
+        try:
+            return await body(controller)
+        finally:
+            await asyncio.to_thread(controller.close)
+
+    return asyncio.run(main())
+
+
+async def synced_interval(controller: Controller) -> str:
+    """Run intervals until the watches have listed (the first ones are stale by design)."""
+    for _ in range(200):
+        outcome = await controller.run_interval()
+        if outcome != "stale":
+            return outcome
+        await asyncio.sleep(0.01)
+    raise AssertionError(f"never synced: {controller.status.stale_reason}")
+
+
+async def settle(server: FakeApiServer, controller: Controller) -> None:
+    """Wait until every watch has seen the server's latest resourceVersion of its resource."""
+    for _ in range(500):
+        if all(
+            not server.log.get(path) or int(watch.resource_version or 0) >= server.log[path][-1][0]
+            for path, watch in (
+                ("v1/nodes", controller.watches["nodes"]),
+                ("v1/pods", controller.watches["pods"]),
+                (CQ, controller.watches["clusterqueues"]),
+            )
+        ):
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError("watches did not catch up")
+
+
+def gpu_quotas(obj: dict) -> dict[tuple[str, str], dict]:
+    group = obj["spec"]["resourceGroups"][1]
+    return {(f["name"], r["name"]): r for f in group["flavors"] for r in f["resources"]}
+
+
+def test_nothing_is_written_until_every_watch_has_listed(server):
+    controller = make_controller(server)
+    server.fail["list v1/nodes"] = [api_error(500)] * 10_000
+
+    async def body(c: Controller) -> None:
+        for _ in range(3):
+            assert await c.run_interval() == "stale"
+            await asyncio.sleep(0.01)
+        assert c.status.stale_reason == "watch not synced: nodes"
+        assert CONTROLLER_STALE._value.get() == 1
+        assert server.writes("replace") == [] and server.writes("create") == []
+        server.fail.clear()
+        assert await synced_interval(c) == "planned"
+        assert CONTROLLER_STALE._value.get() == 0
+
+    run(controller, body)
+    assert len(server.writes("replace")) == 3
+
+
+def test_unreachable_api_server_or_unsynced_watch_changes_nothing(server):
+    controller = make_controller(server)
+
+    async def body(c: Controller) -> None:
+        await synced_interval(c)
+        replaced = len(server.writes("replace"))
+        server.put("v1/pods", pending_pod("train-1", "training", 4))
+        server.down = True
+        assert await c.run_interval() == "stale"
+        assert "unreachable" in (c.status.stale_reason or "")
+        server.down = False
+        # a nodes watch that fails and cannot re-list
+        server.fail["list v1/nodes"] = [api_error(500)] * 10_000
+        server.fail["watch v1/nodes"] = [ConnectionResetError("reset")]
+        for _ in range(200):
+            if not c.watches["nodes"].synced:
+                break
+            await asyncio.sleep(0.01)
+        assert await c.run_interval() == "stale"
+        assert "nodes" in (c.status.stale_reason or "")
+        assert len(server.writes("replace")) == replaced
+        assert c.status.stale == 2
+
+    run(controller, body)
+
+
+def test_recommend_writes_nothing_and_reports_targets(server):
+    controller = make_controller(server, mode="recommend")
+
+    async def body(c: Controller) -> None:
+        assert await synced_interval(c) == "planned"
+        await c.run_interval()
+
+    run(controller, body)
+    assert [call for call in server.calls if call[0] in ("replace", "create", "get")] == []
+    report = controller.latest_report()
+    assert report is not None and report["mode"] == "recommend"
+    training = next(t for t in report["tenants"] if t["name"] == "training")
+    row = training["classes"][0]
+    assert row["class"] == "h100" and row["nominal"] == 16 and row["current"]["nominal"] == 8
+    assert QUOTA_NOMINAL.labels("training", "h100")._value.get() == 16
+
+
+def test_apply_writes_changed_queues_only_and_leaves_other_groups_alone(server):
+    controller = make_controller(server)
+
+    async def body(c: Controller) -> None:
+        assert await synced_interval(c) == "planned"
+        first = [call[2]["body"]["metadata"]["name"] for call in server.writes("replace")]
+        assert sorted(first) == ["inference", "notebooks", "training"]
+        training = server.get(CQ, "training")
+        assert training["spec"]["resourceGroups"][0] == CPU_GROUP
+        assert training["spec"]["cohortName"] == "pool"
+        quotas = gpu_quotas(training)
+        assert quotas[("h100", "nvidia.com/gpu")] == {
+            "name": "nvidia.com/gpu",
+            "nominalQuota": "16",
+            "borrowingLimit": "0",
+            "lendingLimit": "12",
+        }
+        # the classes training has no quota for are there, as 0
+        assert quotas[("mig", "nvidia.com/mig-1g.10gb")]["nominalQuota"] == "0"
+        assert quotas[("shared", "nvidia.com/gpu.shared")]["nominalQuota"] == "0"
+        assert quotas[("h100", "nvidia.com/gpu.shared")]["nominalQuota"] == "0"
+        events = {e["involvedObject"]["name"]: e for e in server.events}
+        assert sorted(events) == ["inference", "notebooks", "training"]
+        assert events["training"]["reason"] == "QuotaUpdated"
+        assert events["training"]["involvedObject"]["kind"] == "ClusterQueue"
+        assert "nominalQuota 8 -> 16" in events["training"]["message"]
+
+        # nothing changed: no writes (and no reads) across repeated intervals
+        await settle(server, c)
+        calls = len(server.calls)
+        for _ in range(3):
+            await c.run_interval()
+        assert [x for x in server.calls[calls:] if x[0] in ("get", "replace", "create")] == []
+
+        # more shared capacity: only the notebooks queue moves
+        server.put("v1/nodes", node("shared-2", "nvidia.com/gpu.shared", 8))
+        await settle(server, c)
+        await c.run_interval()
+        second = [x[2]["body"]["metadata"]["name"] for x in server.writes("replace")][3:]
+        assert second == ["notebooks"]
+        assert (
+            gpu_quotas(server.get(CQ, "notebooks"))[("shared", "nvidia.com/gpu.shared")][
+                "nominalQuota"
+            ]
+            == "16"
+        )
+        report = c.latest_report()
+        notebooks = next(t for t in report["tenants"] if t["name"] == "notebooks")
+        change = notebooks["classes"][0]["lastChange"]
+        assert change["from"] == 8 and change["to"] == 16 and change["applied"] is True
+
+    run(controller, body)
+    assert controller.status.writes.get("updated") == 4
+
+
+def test_a_conflict_is_retried_with_a_fresh_read_and_keeps_the_rival_change(server):
+    controller = make_controller(server)
+
+    def rival_write(name: str) -> bool:
+        if name != "training":
+            return False
+        rival = server.get(CQ, "training")
+        rival["spec"]["resourceGroups"][0]["flavors"][0]["resources"][0]["nominalQuota"] = "48"
+        server.put(CQ, rival)
+        return True
+
+    server.before_replace = rival_write
+
+    async def body(c: Controller) -> None:
+        await synced_interval(c)
+
+    run(controller, body)
+    training = server.get(CQ, "training")
+    assert (
+        training["spec"]["resourceGroups"][0]["flavors"][0]["resources"][0]["nominalQuota"] == "48"
+    )
+    assert gpu_quotas(training)[("h100", "nvidia.com/gpu")]["nominalQuota"] == "16"
+    gets = [x for x in server.calls if x[0] == "get"]
+    assert len(gets) >= 4  # three queues, one read again after the conflict
+    results = {o.queue: o for o in controller.status.last_outcomes}
+    assert results["training"].result == "updated" and results["training"].attempts == 2
+
+
+def test_endless_conflicts_give_up_after_bounded_attempts(server):
+    controller = make_controller(server)
+    server.conflicts_before_replace = 1000
+
+    async def body(c: Controller) -> None:
+        await synced_interval(c)
+
+    run(controller, body)
+    assert {o.result for o in controller.status.last_outcomes} == {"conflict"}
+    assert len(server.writes("replace")) == 3 * 5
+
+
+def test_a_replica_that_does_not_lead_writes_nothing(server):
+    controller = make_controller(server)
+    store = FakeLeaseStore()
+    other = LeaderElector(store, "other")
+    other.try_acquire_or_renew()
+    controller.leader = LeaderElector(store, "me")
+    controller.leader.try_acquire_or_renew()
+
+    async def body(c: Controller) -> None:
+        assert await synced_interval(c) == "planned"
+
+    run(controller, body)
+    assert server.writes("replace") == []
+    assert controller.latest_report()["controller"]["leader"] is False
+
+
+def test_off_does_nothing_at_all(server):
+    controller = make_controller(server, mode="off")
+
+    async def body(c: Controller) -> None:
+        assert await c.run_interval() == "off"
+
+    run(controller, body)
+    assert server.calls == []
+
+
+def test_missing_queues_are_created_only_with_manage_queues(server):
+    server.delete(CQ, "notebooks")
+    controller = make_controller(server)
+
+    async def body(c: Controller) -> None:
+        await synced_interval(c)
+
+    run(controller, body)
+    assert {o.queue: o.result for o in controller.status.last_outcomes}["notebooks"] == "missing"
+    assert server.writes("create") == []
