@@ -19,6 +19,7 @@ import signal
 import socket
 import ssl
 import subprocess
+import sys
 import tempfile
 import time
 import urllib.error
@@ -79,10 +80,13 @@ def wait_until(check: Callable[[], T | None], *, timeout: float, what: str,
 class Process:
     """One control-plane binary with its log file; its own session so Ctrl-C reaches us first."""
 
-    def __init__(self, name: str, argv: Sequence[str], log: Path) -> None:
+    def __init__(self, name: str, argv: Sequence[str], log: Path, *,
+                 env: Mapping[str, str] | None = None, cwd: Path | None = None) -> None:
         self.name = name
         self.argv = list(argv)
         self.log = log
+        self.env = dict(env) if env is not None else None
+        self.cwd = cwd
         self.popen: subprocess.Popen[bytes] | None = None
 
     def start(self) -> None:
@@ -92,7 +96,8 @@ class Process:
                      .encode())
             fh.flush()
             self.popen = subprocess.Popen(self.argv, stdout=fh, stderr=subprocess.STDOUT,
-                                          stdin=subprocess.DEVNULL, start_new_session=True)
+                                          stdin=subprocess.DEVNULL, start_new_session=True,
+                                          env=self.env, cwd=self.cwd)
 
     def alive(self) -> bool:
         return self.popen is not None and self.popen.poll() is None
@@ -314,6 +319,44 @@ def rewrite_webhook_configurations(configs: Iterable[Mapping[str, Any]], *, port
     return out
 
 
+@dataclass
+class QuotaguardServer:
+    """A `quotaguard serve` process started by `Cluster.serve_quotaguard`."""
+
+    process: Process
+    webhook_port: int
+    http_port: int
+    cert: ServingCert
+    webhooks: list[dict[str, Any]]
+
+    @property
+    def http_url(self) -> str:
+        return f"http://127.0.0.1:{self.http_port}"
+
+    @property
+    def webhook_url(self) -> str:
+        return f"https://127.0.0.1:{self.webhook_port}"
+
+
+def tls_ready(port: int, ca_file: Path, host: str = "127.0.0.1") -> bool:
+    """True once a TLS server on host:port completes a handshake with a cert from ca_file."""
+    ctx = ssl.create_default_context(cafile=str(ca_file))
+    try:
+        with socket.create_connection((host, port), timeout=2) as raw, \
+                ctx.wrap_socket(raw, server_hostname=host):
+            return True
+    except (OSError, ssl.SSLError):
+        return False
+
+
+def http_ok(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(url, timeout=2) as resp:
+            return bool(resp.status == 200)
+    except (urllib.error.URLError, OSError):
+        return False
+
+
 # --------------------------------------------------------------------------------------------
 # The cluster
 
@@ -421,8 +464,10 @@ class Cluster:
         return self
 
     def stop(self) -> None:
-        for name in ("kwok", "kube-scheduler", "kube-controller-manager", "kube-apiserver",
-                     "etcd"):
+        """Stop every process: extra ones (quotaguard) first, etcd last."""
+        core = ("kwok", "kube-scheduler", "kube-controller-manager", "kube-apiserver", "etcd")
+        extra = [n for n in self.processes if n not in core]
+        for name in [*extra, *core]:
             if name in self.processes:
                 self.processes[name].stop()
 
@@ -609,6 +654,55 @@ class Cluster:
         for config in configs:
             kind = str(config["kind"]).lower()
             self.kubectl("delete", kind, config["metadata"]["name"], "--ignore-not-found")
+
+    # ---- extra processes (quotaguard itself) ------------------------------------------------
+
+    def start_process(self, name: str, argv: Sequence[str], *,
+                      env: Mapping[str, str] | None = None, cwd: Path | None = None) -> Process:
+        """Run a process whose log joins the failure report; `stop()` stops it first."""
+        if name in self.processes and self.processes[name].alive():
+            raise ClusterError(f"a process named {name} is already running")
+        proc = Process(name, argv, self.logs / f"{name}.log", env=env or self.env(), cwd=cwd)
+        self.processes[name] = proc
+        proc.start()
+        return proc
+
+    def serve_quotaguard(self, policy: Path, *, components: str = "webhook",
+                         args: Sequence[str] = (), register: bool | None = None,
+                         failure_policy: str | None = None, webhook_dir: Path = WEBHOOK_DIR,
+                         name: str = "quotaguard", timeout: float = 30) -> QuotaguardServer:
+        """Start `python -m quotaguard serve` from this checkout against this cluster, wait until
+        it listens, and (when the webhook runs, unless register=False) register its webhooks."""
+        cert = self.serving_cert(f"{name}-webhook")
+        webhook_port, http_port = free_port(), free_port()
+        argv = [sys.executable, "-m", "quotaguard", "serve", "--policy", str(policy),
+                "--components", components, "--kubeconfig", str(self.kubeconfig),
+                "--webhook-port", str(webhook_port), "--tls-cert-file", str(cert.cert_file),
+                "--tls-key-file", str(cert.key_file), "--http-port", str(http_port), *args]
+        env = {**self.env(), "PYTHONPATH": os.pathsep.join(
+            p for p in (str(REPO_ROOT), os.environ.get("PYTHONPATH", "")) if p)}
+        proc = self.start_process(name, argv, env=env, cwd=REPO_ROOT)
+        with_webhook = "webhook" in components.split(",")
+
+        def listening() -> bool:
+            proc.check_alive()
+            if with_webhook:
+                return tls_ready(webhook_port, self.pki.ca_file)
+            return http_ok(f"http://127.0.0.1:{http_port}/healthz")
+
+        wait_until(listening, timeout=timeout, interval=0.2, what=f"{name} listening")
+        webhooks: list[dict[str, Any]] = []
+        if with_webhook and register is not False:
+            webhooks = self.register_webhooks(webhook_port, cert=cert, directory=webhook_dir,
+                                              failure_policy=failure_policy)
+        return QuotaguardServer(process=proc, webhook_port=webhook_port, http_port=http_port,
+                                cert=cert, webhooks=webhooks)
+
+    def stop_quotaguard(self, server: QuotaguardServer) -> None:
+        """Unregister its webhooks first (a Fail policy would block every later create)."""
+        if server.webhooks:
+            self.unregister_webhooks(server.webhooks)
+        server.process.stop()
 
     # ---- diagnostics -----------------------------------------------------------------------
 
