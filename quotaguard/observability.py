@@ -73,6 +73,9 @@ TLS_CERTIFICATE_EXPIRY: Final = Gauge(
     registry=REGISTRY,
 )
 
+# Series that exist from the start, so dashboards and alerts see zeros rather than nothing.
+for _operation in ("mutate", "validate"):
+    ADMISSION_DURATION.labels(operation=_operation)
 for _reason in ("invalid", "unreadable"):
     POLICY_RELOAD_FAILURES.labels(reason=_reason)
 

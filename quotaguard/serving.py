@@ -127,9 +127,11 @@ def resolve_components(names: Sequence[str]) -> list[tuple[str, Component]]:
     return resolved
 
 
-async def serve(options: ServeOptions, *, stop: asyncio.Event | None = None) -> int:
-    """Run until `stop` is set (or SIGTERM/SIGINT); the exit code. Raises StartupError and
-    PolicyInvalid before anything is ready."""
+async def serve(
+    options: ServeOptions, *, stop: asyncio.Event | None = None, handle_signals: bool = True
+) -> int:
+    """Run until `stop` is set (or SIGTERM/SIGINT with `handle_signals`); the exit code.
+    Raises StartupError and PolicyInvalid before anything is ready."""
     components = resolve_components(options.components)
     store = PolicyStore(options.policy)
     try:
@@ -147,7 +149,8 @@ async def serve(options: ServeOptions, *, stop: asyncio.Event | None = None) -> 
             log.info("component started", extra={"component": name})
         http_runner = await _start_http(context)
         context.run_task("policy-watch", store.watch(options.policy_poll_interval))
-        _install_signal_handlers(stop)
+        if handle_signals:
+            _install_signal_handlers(stop)
         code = await _wait(stop, context.tasks)
     finally:
         stopping = True

@@ -8,7 +8,7 @@ from aiohttp import web
 
 from quotaguard.serving import ServeContext, StartupError
 from quotaguard.tlsreload import CertificateError, ReloadingCertificate
-from quotaguard.webhook.server import build_webhook_app
+from quotaguard.webhook.server import IN_FLIGHT_KEY, InFlight, build_webhook_app
 
 log = logging.getLogger("quotaguard.webhook")
 
@@ -28,9 +28,8 @@ async def start(ctx: ServeContext) -> None:
     ctx.add_readiness_check(
         "tls", lambda: None if certificate.ready else "serving certificate not loaded"
     )
-    runner = web.AppRunner(
-        build_webhook_app(ctx.store), access_log=None, shutdown_timeout=options.shutdown_timeout
-    )
+    app = build_webhook_app(ctx.store)
+    runner = web.AppRunner(app, access_log=None, shutdown_timeout=options.shutdown_timeout)
     await runner.setup()
     site = web.TCPSite(
         runner, options.bind_address, options.webhook_port, ssl_context=certificate.context
@@ -41,5 +40,14 @@ async def start(ctx: ServeContext) -> None:
         await runner.cleanup()
         raise StartupError(f"cannot listen on webhook port {options.webhook_port}: {exc}") from exc
     log.info("webhook listening", extra={"addresses": [list(a) for a in runner.addresses]})
-    ctx.on_shutdown(runner.cleanup)
+    ctx.on_shutdown(lambda: drain(runner, app[IN_FLIGHT_KEY], options.shutdown_timeout))
     ctx.run_task("tls-watch", certificate.watch(options.tls_poll_interval))
+
+
+async def drain(runner: web.AppRunner, in_flight: InFlight, timeout: float) -> None:
+    """Stop accepting connections, let every request already begun finish, then close."""
+    for site in list(runner.sites):
+        await site.stop()
+    if not await in_flight.wait_idle(timeout):
+        log.warning("shutdown timeout with requests in flight", extra={"count": in_flight.count})
+    await runner.cleanup()

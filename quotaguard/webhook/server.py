@@ -15,6 +15,7 @@ The engine decides; this module only adapts. Three kinds of failure, three answe
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import time
@@ -49,19 +50,55 @@ class ReviewFunction(Protocol):
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
+class InFlight:
+    """Requests between arrival and answer, body upload included. aiohttp's own shutdown stops
+    reading from connections at once, so a request whose body is still arriving would be lost;
+    `serve` stops listening, waits for this to reach zero, and only then closes connections."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self._idle = asyncio.Event()
+        self._idle.set()
+
+    def enter(self) -> None:
+        self.count += 1
+        self._idle.clear()
+        ADMISSION_IN_FLIGHT.inc()
+
+    def leave(self) -> None:
+        self.count -= 1
+        ADMISSION_IN_FLIGHT.dec()
+        if self.count == 0:
+            self._idle.set()
+
+    async def wait_idle(self, timeout: float) -> bool:
+        """True once nothing is in flight; False if `timeout` seconds pass first."""
+        try:
+            await asyncio.wait_for(self._idle.wait(), timeout)
+        except TimeoutError:
+            return False
+        return True
+
+
+IN_FLIGHT_KEY: Final = web.AppKey("quotaguard.in_flight", InFlight)
+
+
 def build_webhook_app(
     store: PolicyStore, *, review: ReviewFunction = engine.review
 ) -> web.Application:
     """POST /mutate and POST /validate; every error answer is JSON."""
     app = web.Application(client_max_size=MAX_BODY_BYTES, middlewares=[_json_errors])
-    app.router.add_post("/mutate", _endpoint(store, review, "mutate"))
-    app.router.add_post("/validate", _endpoint(store, review, "validate"))
+    in_flight = app[IN_FLIGHT_KEY] = InFlight()
+    app.router.add_post("/mutate", _endpoint(store, review, "mutate", in_flight))
+    app.router.add_post("/validate", _endpoint(store, review, "validate", in_flight))
     return app
 
 
-def _endpoint(store: PolicyStore, review: ReviewFunction, operation: Operation) -> Handler:
+def _endpoint(
+    store: PolicyStore, review: ReviewFunction, operation: Operation, in_flight: InFlight
+) -> Handler:
     async def handle(request: web.Request) -> web.Response:
-        ADMISSION_IN_FLIGHT.inc()
+        in_flight.enter()
         try:
             try:
                 body = await request.read()  # 413 past client_max_size, even if compressed
@@ -74,7 +111,7 @@ def _endpoint(store: PolicyStore, review: ReviewFunction, operation: Operation) 
             ADMISSION_REQUESTS.labels(operation, kind, result).inc()
             return web.Response(status=status, body=payload, content_type="application/json")
         finally:
-            ADMISSION_IN_FLIGHT.dec()
+            in_flight.leave()
 
     return handle
 
@@ -146,7 +183,7 @@ def _uid(document: Any) -> str | None:
 def _kind(document: Any) -> str:
     kind = _request_field(document, "kind")
     name = kind.get("kind") if isinstance(kind, dict) else None
-    return name if name in KNOWN_KINDS else "other"
+    return name if isinstance(name, str) and name in KNOWN_KINDS else "other"
 
 
 def _result(review: AdmissionReview) -> str:
