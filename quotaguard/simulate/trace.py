@@ -89,10 +89,11 @@ class _Checker:
     """Reads the plain document and collects (field path, message) problems."""
 
     def __init__(self) -> None:
-        self.problems: list[tuple[FieldPath, str]] = []
+        # (field path, message, whether to point at the key rather than its value)
+        self.problems: list[tuple[FieldPath, str, bool]] = []
 
-    def problem(self, path: FieldPath, message: str) -> None:
-        self.problems.append((path, message))
+    def problem(self, path: FieldPath, message: str, *, at_key: bool = False) -> None:
+        self.problems.append((path, message, at_key))
 
     def mapping(self, value: object, path: FieldPath, what: str) -> Mapping[str, Any] | None:
         if isinstance(value, Mapping):
@@ -106,6 +107,7 @@ class _Checker:
                 self.problem(
                     (*path, str(key)),
                     f"unknown field {key!r}; allowed: {', '.join(sorted(allowed))}",
+                    at_key=True,
                 )
 
     def seconds(
@@ -249,8 +251,8 @@ def parse_trace(
     source: str,
     *,
     gpu_resources: frozenset[str] = frozenset(),
-) -> tuple[Trace | None, list[tuple[FieldPath, str]]]:
-    """The trace of a plain document, and every (field path, message) problem found in it."""
+) -> tuple[Trace | None, list[tuple[FieldPath, str, bool]]]:
+    """The trace of a plain document, and every (field path, message, at key) problem."""
     check = _Checker()
     top = check.mapping(document, (), "a trace")
     if top is None:
@@ -340,14 +342,16 @@ def _with_lines(text: str) -> object:
         return None
 
 
-def _locate(root: object, path: FieldPath) -> tuple[int, int]:
-    """Line and column (1-based) of the node at `path`, or of its deepest existing ancestor."""
+def _locate(root: object, path: FieldPath, *, at_key: bool) -> tuple[int, int]:
+    """Line and column (1-based) of the node at `path` (of its key with `at_key`), or of its
+    deepest existing ancestor."""
     from ruamel.yaml.comments import CommentedMap, CommentedSeq
 
     node, line, column = root, 0, 0
-    for part in path:
+    for index, part in enumerate(path):
         if isinstance(node, CommentedMap) and part in node:
-            line, column = node.lc.value(part)
+            last = index == len(path) - 1
+            line, column = node.lc.key(part) if (last and at_key) else node.lc.value(part)
             node = node[part]
         elif isinstance(node, CommentedSeq) and isinstance(part, int) and part < len(node):
             line, column = node.lc.item(part)
@@ -370,8 +374,8 @@ def load_trace_text(
         return trace
     root = _with_lines(text)
     located = []
-    for path, message in problems:
-        line, column = _locate(root, path)
+    for path, message, at_key in problems:
+        line, column = _locate(root, path, at_key=at_key)
         field = format_path(path)
         located.append(f"{source}:{line}:{column}: {field + ': ' if field else ''}{message}")
     raise TraceInvalid(located)

@@ -1,0 +1,84 @@
+"""`quotaguard simulate` as a user runs it: the README's first command, JSON, HTML, bad input."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import re
+from pathlib import Path
+from xml.etree import ElementTree
+
+import pytest
+
+from quotaguard.cli import main
+
+ROOT = Path(__file__).parents[2]
+POLICY = str(ROOT / "config" / "policy.yaml")
+DAY = str(ROOT / "config" / "traces" / "day.yaml")
+
+
+@pytest.fixture(scope="module")
+def day_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, Path]:
+    """The sample trace once, as text with an HTML report (the README's first command)."""
+    html = tmp_path_factory.mktemp("report") / "simulation.html"
+    out = io.StringIO()  # capsys is function-scoped; this fixture is module-scoped
+    with contextlib.redirect_stdout(out):
+        code = main(["simulate", "--policy", POLICY, "--trace", DAY, "--html", str(html)])
+    assert code == 0
+    return out.getvalue(), html
+
+
+def test_the_sample_trace_prints_both_arms_side_by_side_and_a_verdict(day_run):
+    text, _ = day_run
+    assert re.search(r"^\s+static\s+dynamic\s+change$", text, re.MULTILINE)
+    for label in ("GPU utilisation", "mean wait", "p95 wait", "Jain fairness", "denied"):
+        assert any(line.startswith(label) for line in text.splitlines()), label
+    for tenant in ("inference", "training", "notebooks"):
+        assert re.search(rf"^{tenant}\s+\S+% → \S+%", text, re.MULTILINE), tenant
+    assert "Dynamic quotas" in text or "GPU utilisation is about the same" in text
+
+
+def test_the_html_report_is_self_contained_with_charts(day_run):
+    _, html = day_run
+    page = html.read_text()
+    assert page.startswith("<!DOCTYPE html>")
+    assert page.count("<svg") >= 5
+    assert "<script" not in page
+    assert not re.search(r"""(src|href)\s*=""", page)
+    for svg in re.findall(r"<svg.*?</svg>", page, re.DOTALL):
+        ElementTree.fromstring(svg)  # well-formed: every string escaped
+
+
+def test_json_output_has_both_arms(capsys):
+    trace = ROOT / "tests" / "simulate" / "small.yaml"
+    assert main(["simulate", "--policy", POLICY, "--trace", str(trace), "--output", "json"]) == 0
+    document = json.loads(capsys.readouterr().out)
+    assert set(document) == {"static", "dynamic"}
+    assert document["static"]["denied"] == document["dynamic"]["denied"] == 1
+
+
+def test_a_bad_trace_exits_2_with_located_errors(tmp_path, capsys):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(
+        "nodes: [{name: n, allocatable: {nvidia.com/gpu: '8'}}]\n"
+        "workloads:\n"
+        "  - {at: 0, duration: -5, namespace: training, pod: {spec: {}}}\n"
+    )
+    assert main(["simulate", "--policy", POLICY, "--trace", str(bad)]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err == f"{bad}:3:23: workloads[0].duration: must be positive\n"
+
+
+def test_a_missing_trace_exits_2_naming_it(tmp_path, capsys):
+    missing = tmp_path / "nope.yaml"
+    assert main(["simulate", "--policy", POLICY, "--trace", str(missing)]) == 2
+    assert capsys.readouterr().err.startswith(f"{missing}: cannot read")
+
+
+def test_an_invalid_policy_exits_2(tmp_path, capsys):
+    policy = tmp_path / "policy.yaml"
+    policy.write_text("apiVersion: quotaguard.dev/v1alpha1\nkind: TenantPolicy\n")
+    assert main(["simulate", "--policy", str(policy), "--trace", DAY]) == 2
+    assert str(policy) in capsys.readouterr().err

@@ -1,0 +1,161 @@
+"""Both arms on small traces: determinism, denials, waits, the JSON shape, what dynamic changes."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from quotaguard.policy.loader import load_policy_file
+from quotaguard.policy.model import TenantPolicy
+from quotaguard.simulate.metrics import jain, percentile
+from quotaguard.simulate.report import format_span, result_json, verdict
+from quotaguard.simulate.simulation import Simulation, simulate
+from quotaguard.simulate.trace import load_trace_text
+
+SAMPLE_POLICY = Path(__file__).parents[2] / "config" / "policy.yaml"
+
+NODES = textwrap.dedent(
+    """\
+    nodes:
+      - name: gpu-1
+        labels: {nvidia.com/gpu.product: NVIDIA-H100-80GB-HBM3}
+        allocatable: {nvidia.com/gpu: "8"}
+      - name: gpu-2
+        labels: {nvidia.com/gpu.product: NVIDIA-H100-80GB-HBM3}
+        allocatable: {nvidia.com/gpu: "8"}
+      - name: gpu-3
+        labels: {nvidia.com/gpu.product: NVIDIA-H100-80GB-HBM3}
+        allocatable: {nvidia.com/gpu: "8"}
+      - name: gpu-4
+        labels: {nvidia.com/gpu.product: NVIDIA-H100-80GB-HBM3}
+        allocatable: {nvidia.com/gpu: "8"}
+      - {name: mig-1, allocatable: {nvidia.com/mig-1g.10gb: "14", nvidia.com/mig-3g.40gb: "4"}}
+      - {name: shared-1, allocatable: {nvidia.com/gpu.shared: "16"}}
+    """
+)
+TRAINING_8 = "{spec: {containers: [{name: main, resources: {limits: {nvidia.com/gpu: '8'}}}]}}"
+NOTEBOOK_2 = "{spec: {containers: [{name: main, resources: {limits: {nvidia.com/gpu: '2'}}}]}}"
+INFERENCE_8GI = (
+    "{metadata: {annotations: {quotaguard.dev/gpu-memory: 8Gi}}, "
+    "spec: {containers: [{name: main, resources: {limits: {nvidia.com/gpu: '1'}}}]}}"
+)
+
+
+@pytest.fixture(scope="module")
+def policy() -> TenantPolicy:
+    return load_policy_file(SAMPLE_POLICY)
+
+
+def run(policy: TenantPolicy, workloads: str, *, horizon: str = "6h", **options) -> Simulation:
+    text = f"horizon: {horizon}\n{NODES}workloads:\n{textwrap.indent(workloads, '  ')}"
+    return simulate(policy, load_trace_text(text, "t.yaml"), **options)
+
+
+BURST = f"""\
+- {{at: 0, duration: 2h, namespace: training, count: 4, pod: {TRAINING_8}}}
+- {{at: 60, duration: 30m, namespace: inference, count: 20, every: 30, pod: {INFERENCE_8GI}}}
+- {{at: 120, duration: 30m, namespace: nb-alice, pod: {NOTEBOOK_2}}}
+"""
+
+
+def test_dynamic_quotas_lend_the_capacity_static_guarantees_leave_idle(policy):
+    # training is guaranteed 16 of 32 H100s: with static quotas only two of its four 8-GPU
+    # jobs run at once; the controller gives it the idle GPUs (up to 95% of 32, its headroom).
+    # The span ends before the last jobs finish, so running sooner is more work done.
+    result = run(policy, BURST, horizon="3h")
+    static, dynamic = result.static.tenants["training"], result.dynamic.tenants["training"]
+    assert static.mean_wait == pytest.approx(3600)  # two of four wait 2h
+    assert dynamic.mean_wait == pytest.approx(1800)  # 4 x 8 > 30 distributable: one waits
+    assert result.dynamic.overall.utilization > result.static.overall.utilization
+
+
+def test_with_a_pool_baseline_static_quotas_already_lend_it(policy):
+    result = run(policy, BURST, horizon="3h", static_baseline="pool")
+    assert result.static.tenants["training"].mean_wait == pytest.approx(
+        result.dynamic.tenants["training"].mean_wait
+    )
+    assert result.reference is not None  # the guarantees-only static arm, for the verdict
+    assert result.reference.overall.utilization < result.static.overall.utilization
+
+
+def test_the_same_trace_gives_the_same_result(policy):
+    assert result_json(run(policy, BURST)) == result_json(run(policy, BURST))
+
+
+def test_denials_are_counted_in_both_arms_and_for_the_tenant(policy):
+    result = run(policy, BURST)
+    for metrics in (result.static, result.dynamic):
+        assert metrics.overall.denied == 1
+        assert metrics.tenants["notebooks"].denied == 1
+        assert metrics.tenants["notebooks"].admitted == 0
+    assert result.denial_rules() == [("shared-units", 1)]
+
+
+def test_admission_runs_once_per_distinct_manifest_and_namespace(policy):
+    result = run(policy, BURST)
+    assert result.cache.misses == 3
+    assert result.cache.hits == 4 + 20 + 1 - 3
+
+
+def test_workloads_still_waiting_at_the_end_count_with_their_wait_so_far(policy):
+    five = f"- {{at: 0, duration: 6h, namespace: training, count: 5, pod: {TRAINING_8}}}\n"
+    result = run(policy, five, horizon="4h")
+    static = result.static.tenants["training"]
+    assert (static.admitted, static.waiting) == (2, 3)
+    waits = sorted([0.0, 0.0, 4 * 3600.0, 4 * 3600.0, 4 * 3600.0])
+    assert static.mean_wait == pytest.approx(sum(waits) / 5)
+    assert static.p95_wait == 4 * 3600
+
+
+def test_workloads_bigger_than_their_queue_can_ever_hold_are_left_out_of_waits(policy):
+    job = f"{{apiVersion: batch/v1, kind: Job, spec: {{parallelism: 5, template: {TRAINING_8}}}}}"
+    result = run(
+        policy,
+        f"- {{at: 0, duration: 1h, namespace: training, pod: {job}}}\n"
+        f"- {{at: 0, duration: 1h, namespace: training, pod: {TRAINING_8}}}\n",
+    )
+    training = result.dynamic.tenants["training"]
+    assert (training.never_fits, training.admitted, training.waiting) == (1, 1, 0)
+    assert training.mean_wait == 0
+    assert "can never be admitted" in verdict(result)
+
+
+def test_the_json_has_the_fields_of_the_command_line_contract(policy):
+    document = result_json(run(policy, BURST))
+    assert set(document) == {"static", "dynamic"}
+    for arm in document.values():
+        assert {"utilization", "meanWait", "p95Wait", "jainFairness", "denied", "tenants"} <= set(
+            arm
+        )
+        assert set(arm["tenants"]) == {"inference", "notebooks", "training"}
+        for tenant in arm["tenants"].values():
+            assert {"utilization", "meanWait", "p95Wait", "denied"} <= set(tenant)
+        assert 0 <= arm["utilization"] <= 1
+        assert 0 < arm["jainFairness"] <= 1
+
+
+def test_the_dynamic_arm_runs_the_planner_every_interval(policy):
+    result = run(policy, BURST, horizon="1h")
+    assert result.dynamic.plans == 60  # rebalance.interval 60s
+    series = result.runs["dynamic"].series
+    assert len(series.times) == 60
+    # the planner moved training's h100 quota above its guarantee of 16 for the burst
+    assert max(series.nominal["training"]["h100"]) > 16
+    assert set(result.runs["static"].series.nominal["training"]["h100"]) == {16}
+
+
+def test_jain_index_and_percentile():
+    assert jain([0.5, 0.5, 0.5]) == 1
+    assert jain([1.0, 0.0]) == 0.5
+    assert percentile([1.0, 2.0, 3.0, 4.0], 0.95) == 4.0
+    assert percentile([float(n) for n in range(1, 101)], 0.95) == 95.0
+
+
+@pytest.mark.parametrize(
+    ("seconds", "text"),
+    [(0, "0s"), (42, "42s"), (600, "10m"), (3600, "1h00m"), (11400, "3h10m"), (93600, "1d2h")],
+)
+def test_waits_read_like_people_say_them(seconds, text):
+    assert format_span(seconds) == text
