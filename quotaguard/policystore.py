@@ -182,7 +182,8 @@ class PolicyStore:
             read = self._read()
         except OSError as exc:
             return _Refused(None, "unreadable", f"{type(exc).__name__}: {exc.strerror or exc}")
-        if read.stamp.sha256 == self._seen_sha256:
+        in_force = self._stamp.sha256 if self._stamp is not None else None
+        if read.stamp.sha256 in (self._seen_sha256, in_force):
             return _Unchanged(read.stamp)
         try:
             return _Loaded(read.stamp, self._parse(read))
@@ -192,8 +193,10 @@ class PolicyStore:
     def _apply(self, outcome: _Outcome) -> bool:
         if isinstance(outcome, _Unchanged):
             if self._stamp is not None and outcome.stamp.sha256 == self._stamp.sha256:
-                # The content in force, perhaps under a new inode or after a read error.
+                # The content in force, perhaps under a new inode, after a read error or after
+                # a refused file was put back: no new generation, no error any more.
                 self._stamp = outcome.stamp
+                self._seen_sha256 = outcome.stamp.sha256
                 self._last_error = None
             return False
         if isinstance(outcome, _Refused):

@@ -84,7 +84,11 @@ def test_invalid_change_is_refused_logged_once_and_last_good_kept(
     problems = record.__dict__["problems"]
     assert any(p.startswith(f"{policy_file}:") and "weight" in p for p in problems), problems
     assert store.last_error is not None
-    # Fixed again: in force, error cleared.
+    # Put back as it was: nothing new to put in force, and no error any more.
+    policy_file.write_text(SAMPLE_POLICY.read_text())
+    assert store.reload_if_changed() is False
+    assert (store.generation, store.last_error) == (1, None)
+    # Fixed differently: in force.
     policy_file.write_text(renamed(SAMPLE_POLICY.read_text(), "fixed"))
     assert store.reload_if_changed() is True
     assert store.policy.name == "fixed"
