@@ -51,8 +51,9 @@ from quotaguard.controller.write import (
 )
 from quotaguard.policy.model import TenantPolicy
 from quotaguard.quota.capacity import class_capacity
-from quotaguard.quota.cluster import ResourceQuota, parse_objects
+from quotaguard.quota.cluster import parse_objects
 from quotaguard.quota.demand import DemandSmoother, demand_of
+from quotaguard.quota.diff import QueueChange, diff, target_quotas
 from quotaguard.quota.planner import Plan, TenantPlan, plan
 from quotaguard.quota.queues import QueueState, current_state
 from quotaguard.quota.report import build_report
@@ -128,14 +129,6 @@ def _utc(at: float) -> str:
     return datetime.fromtimestamp(at, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def tenant_quotas(tenant: TenantPlan) -> dict[str, ResourceQuota]:
-    """Class name -> the quota to write for it."""
-    return {
-        row.class_name: ResourceQuota(row.nominal, row.borrowing_limit, row.lending_limit)
-        for row in tenant.classes
-    }
-
-
 class Controller:
     """One controller; `run(stop)` until stopped, or `run_interval()` step by step in tests."""
 
@@ -173,6 +166,14 @@ class Controller:
 
     def is_leader(self, margin: float = 0.0) -> bool:
         return self.leader is None or self.leader.is_leader(margin)
+
+    def not_ready_reason(self) -> str:
+        """Why there is no report yet (for the 503 of the reports routes)."""
+        if self.status.mode == "off":
+            return "the quota controller is off (mode off)"
+        if self.status.stale_reason:
+            return f"no plan yet: {self.status.stale_reason}"
+        return "no plan yet: waiting for the first interval"
 
     def latest_report(self) -> dict[str, Any] | None:
         """The last planned report plus the controller's live state (None before any plan)."""
@@ -298,7 +299,7 @@ class Controller:
         the_plan, current, report = await asyncio.to_thread(self._plan, policy, mode, objects, now)
         outcomes: list[WriteOutcome] = []
         if mode == "apply" and self.is_leader():
-            outcomes = await asyncio.to_thread(self._write_all, policy, the_plan, now)
+            outcomes = await asyncio.to_thread(self._write_all, policy, the_plan, current)
         self._record(the_plan, current, report, outcomes, mode, now)
         CONTROLLER_INTERVALS.labels(outcome="planned").inc()
         return "planned"
@@ -355,8 +356,10 @@ class Controller:
             return None
         return QueueApi(KUEUE_GROUP, served.kueue, "clusterqueues", "ClusterQueue")
 
-    def _rules(self, policy: TenantPolicy, api: QueueApi, tenant: TenantPlan) -> SpecRules:
-        quotas = tenant_quotas(tenant)
+    def _rules(
+        self, policy: TenantPolicy, api: QueueApi, the_plan: Plan, tenant: TenantPlan
+    ) -> SpecRules:
+        quotas = target_quotas(the_plan, tenant)
         if api.group == VOLCANO_GROUP:
             return SpecRules(
                 build=functools.partial(
@@ -378,8 +381,18 @@ class Controller:
             describe=kueue.quota_changes,
         )
 
-    def _write_all(self, policy: TenantPolicy, the_plan: Plan, now: float) -> list[WriteOutcome]:
-        """Write every queue whose spec differs from the plan's (blocking; a worker thread)."""
+    def _write_all(
+        self,
+        policy: TenantPolicy,
+        the_plan: Plan,
+        current: Mapping[str, QueueState],
+    ) -> list[WriteOutcome]:
+        """Write every queue the plan changes (blocking; runs in a worker thread).
+
+        `diff` names the queues that differ from the plan; each one's spec is then built from
+        the cached object and compared (small weight moves are tolerated there), so a queue is
+        read and written only when its spec really changes.
+        """
         api = self._queue_api(policy)
         if api is None:
             return []
@@ -397,22 +410,25 @@ class Controller:
         )
         template = VOLCANO_CREATE_TEMPLATE if api.group == VOLCANO_GROUP else KUEUE_CREATE_TEMPLATE
         outcomes = []
-        for tenant in the_plan.tenants:
-            rules = self._rules(policy, api, tenant)
-            existing = cached.get(tenant.queue)
+        for change in diff(current, the_plan):
+            tenant = the_plan.tenant(change.tenant)
+            if tenant is None:
+                continue
+            rules = self._rules(policy, api, the_plan, tenant)
+            existing = cached.get(change.queue)
             if existing is None and not manage:
-                outcomes.append(WriteOutcome(tenant.queue, "missing"))
+                outcomes.append(WriteOutcome(change.queue, "missing"))
                 continue
             if existing is not None:
                 spec = existing.get("spec") or {}
                 if rules.same(spec, rules.build(spec)):
-                    continue  # the diff is empty: no request at all
-            outcome = writer.write(tenant.queue, rules, template=template if manage else None)
+                    continue  # only a weight move within tolerance: no request at all
+            outcome = writer.write(change.queue, rules, template=template if manage else None)
             outcomes.append(outcome)
             if outcome.written is not None:
                 if cache is not None:
                     cache.upsert(outcome.written)
-                self._announce(outcome, tenant)
+                self._announce(outcome, change)
             if outcome.result in ("error", "conflict"):
                 log.warning(
                     "writing queue %s failed: %s",
@@ -422,14 +438,20 @@ class Controller:
                 )
         return outcomes
 
-    def _announce(self, outcome: WriteOutcome, tenant: TenantPlan) -> None:
-        reasons = "; ".join(f"{row.class_name}: {row.reason}" for row in tenant.classes)
+    def _announce(self, outcome: WriteOutcome, change: QueueChange) -> None:
+        reasons = "; ".join(f"{q.class_name}: {q.reason}" for q in change.quotas)
+        if change.weight is not None and not reasons:
+            reasons = "fair-share weight follows decayed usage"
         message = f"{'; '.join(outcome.changes) or 'queue created'}. Why: {reasons or 'policy'}"
         log.info(
             "queue %s %s",
             outcome.queue,
             outcome.result,
-            extra={"queue": outcome.queue, "tenant": tenant.name, "changes": list(outcome.changes)},
+            extra={
+                "queue": outcome.queue,
+                "tenant": change.tenant,
+                "changes": list(outcome.changes),
+            },
         )
         identity = self.leader.identity if self.leader is not None else "quotaguard"
         if outcome.written is not None:

@@ -17,12 +17,9 @@ from typing import Any
 from quotaguard.policy.model import TenantPolicy
 from quotaguard.quantity import QuantityError, parse_quantity
 from quotaguard.quota.cluster import ResourceQuota
+from quotaguard.quota.diff import volcano_weight
 
 JsonObject = dict[str, Any]
-
-
-def volcano_weight(weight: float) -> int:
-    return max(1, round(weight))
 
 
 def _resource_totals(

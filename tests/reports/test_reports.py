@@ -1,0 +1,192 @@
+"""/reports: JSON (the plan report shape), CSV, an HTML page with escaped names and SVG charts,
+503 without a controller, and the Prometheus gauges that follow the report."""
+
+from __future__ import annotations
+
+import asyncio
+import csv
+import io
+from html.parser import HTMLParser
+from typing import Any
+
+from aiohttp import web
+from aiohttp.test_utils import TestClient, TestServer
+
+from quotaguard.observability import REGISTRY
+from quotaguard.policy.loader import load_policy_text
+from quotaguard.quota.capacity import capacities_from_totals
+from quotaguard.quota.demand import ClassDemand
+from quotaguard.quota.planner import plan
+from quotaguard.quota.report import CSV_COLUMNS, build_report
+from quotaguard.reports.history import QuotaHistory, points_for_span
+from quotaguard.reports.html import render_report_page
+from quotaguard.reports.http import report_routes
+from quotaguard.reports.metrics import QUOTA_NOMINAL, TENANT_WEIGHT, publish_report
+
+POLICY = load_policy_text(
+    """
+apiVersion: quotaguard.dev/v1alpha1
+kind: TenantPolicy
+metadata: {name: screen}
+spec:
+  gpuClasses:
+    - {name: h100, resource: nvidia.com/gpu, memory: 80Gi}
+    - {name: mig, resource: nvidia.com/mig-1g.10gb, memory: 10Gi, slices: 1}
+  tenants:
+    - {name: research, namespaces: [research], quota: {h100: {guaranteed: 4, max: 16}}}
+    - {name: serving, namespaces: [serving], weight: 2,
+       quota: {mig: {guaranteed: 7}, h100: {guaranteed: 2, max: 8}}}
+""",
+    "screen.yaml",
+)
+
+
+def a_report(**demand: int) -> dict[str, Any]:
+    capacity = capacities_from_totals(POLICY, {"h100": 16, "mig": 14}, {})
+    wanted = {"research": {"h100": ClassDemand(usage=demand.get("research", 6), pending=3)}}
+    return build_report(plan(POLICY, capacity, wanted))
+
+
+class Source:
+    def __init__(self, report: dict[str, Any] | None) -> None:
+        self.report = report
+        self.history = QuotaHistory(10)
+
+    def latest_report(self) -> dict[str, Any] | None:
+        return self.report
+
+    def not_ready_reason(self) -> str:
+        return "no plan yet: watch not synced: pods"
+
+    def interval(self) -> float:
+        return 30.0
+
+
+def get(source: Source | None, path: str) -> tuple[int, str, str]:
+    async def main() -> tuple[int, str, str]:
+        app = web.Application()
+        app.router.add_routes(report_routes(source, clock=lambda: 2000.0))
+        async with TestClient(TestServer(app)) as client:
+            response = await client.get(path)
+            return response.status, response.headers["Content-Type"], await response.text()
+
+    return asyncio.run(main())
+
+
+class Tags(HTMLParser):
+    def __init__(self) -> None:
+        super().__init__()
+        self.starts: list[str] = []
+        self.ends: list[str] = []
+        self.text: list[str] = []
+
+    def handle_starttag(self, tag: str, attrs: Any) -> None:
+        self.starts.append(tag)
+
+    def handle_endtag(self, tag: str) -> None:
+        self.ends.append(tag)
+
+    def handle_data(self, data: str) -> None:
+        self.text.append(data)
+
+
+def test_json_is_the_plan_report_shape():
+    import json
+
+    report = a_report()
+    status, content_type, body = get(Source(report), "/reports/quota")
+    assert status == 200 and content_type.startswith("application/json")
+    assert json.loads(body) == report
+
+
+def test_without_a_controller_quota_answers_503_with_a_reason():
+    import json
+
+    status, _, body = get(None, "/reports/quota")
+    assert status == 503
+    assert "does not run in this process" in json.loads(body)["reason"]
+    status, _, body = get(Source(None), "/reports/quota")
+    assert status == 503 and "watch not synced" in json.loads(body)["reason"]
+    status, _, page = get(None, "/reports")
+    assert status == 503 and "does not run in this process" in page
+
+
+def test_csv_has_a_header_and_a_row_per_tenant_and_class():
+    status, content_type, body = get(Source(a_report()), "/reports/quota.csv")
+    assert status == 200 and content_type.startswith("text/csv")
+    rows = list(csv.reader(io.StringIO(body)))
+    assert rows[0] == list(CSV_COLUMNS)
+    pairs = sorted((row[0], row[3]) for row in rows[1:])
+    # research allows every class: a row for mig too, with no guarantee
+    assert pairs == [
+        ("research", "h100"),
+        ("research", "mig"),
+        ("serving", "h100"),
+        ("serving", "mig"),
+    ]
+
+
+def test_html_page_parses_escapes_names_and_has_svg_charts():
+    report = a_report()
+    hostile = "<script>alert('x')</script>"
+    report["tenants"][0]["name"] = hostile
+    report["tenants"][0]["classes"][0]["reason"] = "a & b <b>bold</b>"
+    source = Source(report)
+    for offset in (0, 30, 60):
+        source.history.record(report, 1900.0 + offset)
+    status, content_type, page = get(source, "/reports")
+    assert status == 200 and content_type.startswith("text/html")
+    assert "<script" not in page and "&lt;script&gt;" in page
+    assert "<b>bold</b>" not in page and "a &amp; b &lt;b&gt;bold&lt;/b&gt;" in page
+    tags = Tags()
+    tags.feed(page)
+    assert "script" not in tags.starts
+    assert tags.starts.count("svg") == tags.ends.count("svg") >= 4  # bars + history per tenant
+    assert tags.starts.count("table") == tags.ends.count("table") == 3  # capacity + 2 tenants
+    assert "polyline" in tags.starts and "rect" in tags.starts
+    assert hostile in "".join(tags.text)  # shown as text, not markup
+    assert 'http-equiv="refresh" content="30"' in page
+
+
+def test_page_shows_moves_and_over_quota():
+    report = a_report()
+    row = report["tenants"][0]["classes"][0]
+    row["current"] = {"nominal": 3, "borrowingLimit": 13, "lendingLimit": 0}
+    row["lastChange"] = {
+        "at": "2026-01-01T00:00:00Z",
+        "from": 3,
+        "to": row["nominal"],
+        "reason": "x",
+        "applied": True,
+    }
+    page = render_report_page(report, [], now=0)
+    assert f"3 → {row['nominal']}" in page
+    assert f"2026-01-01T00:00:00Z: set 3 → {row['nominal']}" in page
+
+
+def test_gauges_follow_the_report_and_drop_tenants_that_left():
+    report = a_report()
+    publish_report(report)
+    research = report["tenants"][0]["classes"][0]
+    assert QUOTA_NOMINAL.labels("research", "h100")._value.get() == research["nominal"]
+    assert REGISTRY.get_sample_value("quotaguard_tenant_weight", {"tenant": "serving"}) == 2
+    without = {**report, "tenants": report["tenants"][1:]}
+    publish_report(without)
+    assert (
+        REGISTRY.get_sample_value(
+            "quotaguard_quota_nominal", {"tenant": "research", "class": "h100"}
+        )
+        is None
+    )
+    assert REGISTRY.get_sample_value("quotaguard_class_capacity", {"class": "h100"}) == 16
+    assert TENANT_WEIGHT.labels("serving")._value.get() == 2
+
+
+def test_history_is_a_bounded_ring_buffer():
+    history = QuotaHistory(points_for_span(interval=3600, span=4 * 3600))
+    for hour in range(10):
+        history.record(a_report(), hour * 3600.0)
+    points = history.points()
+    assert len(points) == 5 and points[0].at == 5 * 3600
+    assert points[-1].tenants["research"]["h100"].usage == 6
+    assert points_for_span(interval=0.001) == 5000  # bounded however short the interval
