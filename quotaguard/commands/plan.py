@@ -39,27 +39,64 @@ def register(verbs: Any) -> None:
     parser.set_defaults(run=run)
 
 
+class _NotServed(Exception):
+    """The API server does not serve this resource (404)."""
+
+
+def _get_json(api: Any, path: str) -> Any:
+    """GET a path as plain JSON through the client's auth and TLS settings, without its
+    generated models (slow to import and to build)."""
+    if hasattr(api, "param_serialize"):  # kubernetes >= 31
+        method, url, headers, _, _ = api.param_serialize(
+            "GET", path, header_params={"Accept": "application/json"}, auth_settings=["BearerToken"]
+        )
+        response = api.call_api(method, url, headers, _request_timeout=60)
+        status, data = response.status, response.read()
+    else:
+        from kubernetes.client.exceptions import ApiException
+
+        try:
+            response = api.call_api(
+                path,
+                "GET",
+                auth_settings=["BearerToken"],
+                response_type=None,
+                _preload_content=False,
+                _return_http_data_only=True,
+                _request_timeout=60,
+            )
+        except ApiException as exc:
+            if exc.status == 404:
+                raise _NotServed(path) from exc
+            raise
+        status, data = 200, response.data
+    if status == 404:
+        raise _NotServed(path)
+    if not 200 <= status < 300:
+        raise OSError(f"GET {path}: HTTP {status}: {data[:200]!r}")
+    return json.loads(data)
+
+
 def _list_cluster(kubeconfig: str, context: str | None, backend: str) -> list[Any]:
     """Every object the planner reads, listed once each, as plain dicts."""
     from kubernetes import client, config
-    from kubernetes.client.exceptions import ApiException
 
-    new_client: Any = config.new_client_from_config
-    api = new_client(config_file=kubeconfig, context=context)
-    core = client.CoreV1Api(api)
-    custom = client.CustomObjectsApi(api)
+    configuration = client.Configuration()
+    load: Any = config.load_kube_config
+    load(config_file=kubeconfig, context=context, client_configuration=configuration)
+    configuration.retries = 1  # one retry, then say so: a person is waiting
+    api = client.ApiClient(configuration)
     items: list[Any] = []
 
-    def add(response: Any, kind: str, api_version: str) -> None:
-        document = json.loads(response.read())
+    def add(document: Any, kind: str, api_version: str) -> None:
         for item in document.get("items") or []:
             # Lists leave kind and apiVersion off their items.
             item.setdefault("kind", kind)
             item.setdefault("apiVersion", api_version)
             items.append(item)
 
-    add(core.list_node(_preload_content=False), "Node", "v1")
-    add(core.list_pod_for_all_namespaces(_preload_content=False), "Pod", "v1")
+    add(_get_json(api, "/api/v1/nodes"), "Node", "v1")
+    add(_get_json(api, "/api/v1/pods"), "Pod", "v1")
     group, versions, plurals = VOLCANO if backend == "volcano" else KUEUE
     kinds = {
         "clusterqueues": "ClusterQueue",
@@ -70,14 +107,10 @@ def _list_cluster(kubeconfig: str, context: str | None, backend: str) -> list[An
     for plural in plurals:
         for version in versions:
             try:
-                response = custom.list_cluster_custom_object(
-                    group, version, plural, _preload_content=False
-                )
-            except ApiException as exc:
-                if exc.status == 404:
-                    continue
-                raise
-            add(response, kinds[plural], f"{group}/{version}")
+                document = _get_json(api, f"/apis/{group}/{version}/{plural}")
+            except _NotServed:
+                continue
+            add(document, kinds[plural], f"{group}/{version}")
             break
         else:
             print(f"warning: {group} {plural} are not served by the cluster", file=sys.stderr)
