@@ -59,9 +59,6 @@ class Quota:
         return INFINITE if self.borrowing_limit is None else self.nominal + self.borrowing_limit
 
 
-NO_QUOTA = Quota(0, 0, 0)
-
-
 @dataclass(frozen=True, slots=True)
 class QueueConfig:
     name: str
@@ -93,10 +90,12 @@ def request_of(units: Mapping[str, int]) -> Request:
 
 
 class _Queue:
-    __slots__ = ("config", "pending", "pending_count", "pending_units", "usage")
+    __slots__ = ("config", "limits", "pending", "pending_count", "pending_units", "usage")
 
     def __init__(self, config: QueueConfig) -> None:
         self.config = config
+        # class -> (nominal, own part, ceiling): the quota in the form admission reads it
+        self.limits: dict[str, tuple[int, int, float]] = {}
         self.usage: dict[str, int] = {}
         # request shape -> the workloads of that shape, oldest first; FIFO across shapes is
         # the order of (arrival, id) of the shapes' heads
@@ -130,9 +129,12 @@ class QueueModel:
         for config in cohort.queues:
             queue = self._queues.get(config.name)
             if queue is None:
-                self._queues[config.name] = _Queue(config)
-            else:
-                queue.config = config
+                queue = self._queues[config.name] = _Queue(config)
+            queue.config = config
+            queue.limits = {
+                name: (quota.nominal, quota.own, quota.ceiling)
+                for name, quota in config.quotas.items()
+            }
         classes = set(cohort.pool) | {c for q in cohort.queues for c in q.quotas}
         self._lendable = {
             name: cohort.pool.get(name, 0)
@@ -158,21 +160,22 @@ class QueueModel:
     @staticmethod
     def _over_own(queue: _Queue, name: str, used: int) -> int:
         """What a queue draws from the cohort: its usage above its own (never lent) part."""
-        quota = queue.config.quotas.get(name, NO_QUOTA)
-        return max(0, used - quota.own)
+        limits = queue.limits.get(name)
+        return max(0, used - (limits[1] if limits is not None else 0))
 
     # -- what is free --------------------------------------------------------------------
 
     def available(self, queue_name: str, class_name: str) -> float:
         """Units of a class the queue may still be admitted (quota only, not the cluster)."""
         queue = self._queues[queue_name]
-        quota = queue.config.quotas.get(class_name)
-        if quota is None:
+        limits = queue.limits.get(class_name)
+        if limits is None:
             return 0
+        _, own, ceiling = limits
         used = queue.usage.get(class_name, 0)
         cohort_free = self._lendable.get(class_name, 0) - self._lent.get(class_name, 0)
-        free = max(0, quota.own - used) + cohort_free
-        return min(free, quota.ceiling - used)
+        free = (own - used if own > used else 0) + cohort_free
+        return min(free, ceiling - used)
 
     def free(self, class_name: str) -> int:
         """Units of a class free on the cluster."""
@@ -186,9 +189,9 @@ class QueueModel:
 
     def borrows(self, queue_name: str, request: Request) -> bool:
         queue = self._queues[queue_name]
-        quotas = queue.config.quotas
+        limits = queue.limits
         return any(
-            queue.usage.get(name, 0) + units > quotas.get(name, NO_QUOTA).nominal
+            queue.usage.get(name, 0) + units > limits.get(name, (0, 0, 0.0))[0]
             for name, units in request
         )
 
