@@ -1,0 +1,61 @@
+// Command celcheck compiles webhook matchConditions with the API server's own CEL compiler and
+// evaluates them against sample objects. Input (stdin, JSON):
+//
+//	{"expressions": {"NAME": "EXPR"}, "objects": {"NAME": {...}}}
+//
+// Output (stdout, JSON): {"NAME": {"error": "...", "results": {"OBJECT": true|false|"error: ..."}}}
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+
+	plugincel "k8s.io/apiserver/pkg/admission/plugin/cel"
+	"k8s.io/apiserver/pkg/admission/plugin/webhook/matchconditions"
+	"k8s.io/apiserver/pkg/cel/environment"
+)
+
+type input struct {
+	Expressions map[string]string         `json:"expressions"`
+	Objects     map[string]map[string]any `json:"objects"`
+}
+
+type outcome struct {
+	Error   string         `json:"error,omitempty"`
+	Results map[string]any `json:"results,omitempty"`
+}
+
+func main() {
+	var in input
+	if err := json.NewDecoder(os.Stdin).Decode(&in); err != nil {
+		fmt.Fprintln(os.Stderr, "celcheck: bad input:", err)
+		os.Exit(2)
+	}
+	compiler := plugincel.NewCompiler(environment.MustBaseEnvSet(environment.DefaultCompatibilityVersion()))
+	out := map[string]outcome{}
+	for name, expression := range in.Expressions {
+		compiled := compiler.CompileCELExpression(
+			&matchconditions.MatchCondition{Expression: expression},
+			plugincel.OptionalVariableDeclarations{HasAuthorizer: true},
+			environment.NewExpressions,
+		)
+		if compiled.Error != nil {
+			out[name] = outcome{Error: compiled.Error.Error()}
+			continue
+		}
+		results := map[string]any{}
+		for objectName, object := range in.Objects {
+			value, _, err := compiled.Program.Eval(map[string]any{"object": object})
+			if err != nil {
+				results[objectName] = "error: " + err.Error()
+			} else {
+				results[objectName] = value.Value()
+			}
+		}
+		out[name] = outcome{Results: results}
+	}
+	if err := json.NewEncoder(os.Stdout).Encode(out); err != nil {
+		os.Exit(2)
+	}
+}

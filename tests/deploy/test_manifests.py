@@ -1,0 +1,532 @@
+"""What a platform team applies (`kubectl apply -k config/`): safe defaults a reviewer would ask
+for, names that agree across files, and a build that a bare API server accepts."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from quotaguard.certs import service_dns_names
+from quotaguard.cli import build_parser
+from quotaguard.policy.loader import load_policy_file, load_policy_text
+from tests.deploy.manifests import (
+    CONFIG,
+    KUBECTL,
+    REPO,
+    Manifest,
+    find,
+    kustomize,
+    labels_match,
+    load_yaml,
+    one,
+    overlay,
+    pod_spec,
+    raw_manifests,
+    webhooks,
+    workloads,
+)
+
+NS = "quotaguard-system"
+needs_kubectl = pytest.mark.skipif(KUBECTL is None, reason="kubectl not installed (kustomize)")
+# API groups every cluster serves: the default build must not need anything else, so that
+# `kubectl apply --dry-run=server -k config/` passes on a bare API server.
+BUILT_IN_GROUPS = {
+    "",
+    "apps",
+    "batch",
+    "policy",
+    "rbac.authorization.k8s.io",
+    "scheduling.k8s.io",
+    "admissionregistration.k8s.io",
+    "coordination.k8s.io",
+}
+WEBHOOK_KINDS = {
+    ("", "v1", "pods"),
+    ("batch", "v1", "jobs"),
+    ("jobset.x-k8s.io", "v1alpha2", "jobsets"),
+    ("batch.volcano.sh", "v1alpha1", "jobs"),
+}
+
+
+@pytest.fixture(scope="module", params=["kustomize", "raw"])
+def build(request: pytest.FixtureRequest) -> list[Manifest]:
+    """The default build, rendered by kustomize, and the same files read raw (so the checks
+    still run where kubectl is absent)."""
+    if request.param == "raw":
+        return raw_manifests()
+    if KUBECTL is None:
+        pytest.skip("kubectl not installed; the raw files are checked instead")
+    return kustomize(CONFIG)
+
+
+@pytest.fixture(scope="module")
+def rendered() -> list[Manifest]:
+    if KUBECTL is None:
+        pytest.skip("kubectl not installed (kustomize)")
+    return kustomize(CONFIG)
+
+
+@pytest.fixture(scope="module")
+def with_cert_manager(tmp_path_factory: pytest.TempPathFactory) -> list[Manifest]:
+    if KUBECTL is None:
+        pytest.skip("kubectl not installed (kustomize)")
+    return kustomize(overlay(tmp_path_factory.mktemp("cm") / "overlay", ["cert-manager"]))
+
+
+def container_args(workload: Manifest) -> list[list[str]]:
+    return [list(c.get("args") or []) for c in pod_spec(workload)["containers"]]
+
+
+def flag_value(args: list[str], flag: str) -> str:
+    return args[args.index(flag) + 1]
+
+
+def deployment(docs: list[Manifest], name: str) -> Manifest:
+    return one(docs, "Deployment", name)
+
+
+# ---- RBAC -----------------------------------------------------------------------------------
+
+
+def rbac_rules(docs: list[Manifest]) -> list[tuple[str, dict[str, Any]]]:
+    return [
+        (f"{d['kind']} {d['metadata']['name']}", rule)
+        for d in docs
+        if d.get("kind") in ("Role", "ClusterRole")
+        for rule in d.get("rules") or []
+    ]
+
+
+def test_no_wildcard_in_any_rbac_rule(build: list[Manifest]) -> None:
+    for where, rule in rbac_rules(build):
+        for field in ("apiGroups", "resources", "verbs", "resourceNames", "nonResourceURLs"):
+            assert "*" not in str(rule.get(field, "")), f"{where}: wildcard in {field}"
+
+
+@needs_kubectl
+@pytest.mark.parametrize("components", [["cert-manager"], ["pilot"], ["manage-queues"]])
+def test_no_wildcard_with_any_component(tmp_path: Path, components: list[str]) -> None:
+    docs = kustomize(overlay(tmp_path / "o", components))
+    for where, rule in rbac_rules(docs):
+        assert "*" not in str(rule), f"{where}: wildcard"
+
+
+def grants(role: Manifest) -> set[tuple[str, str, str]]:
+    return {
+        (group, resource, verb)
+        for rule in role["rules"]
+        for group in rule["apiGroups"]
+        for resource in rule["resources"]
+        for verb in rule["verbs"]
+    }
+
+
+def test_controller_may_read_the_cluster_and_write_only_queues(build: list[Manifest]) -> None:
+    role = one(build, "ClusterRole", "quotaguard-controller")
+    read = {"get", "list", "watch"}
+    expected = (
+        {("", r, v) for r in ("nodes", "pods") for v in read}
+        | {("kueue.x-k8s.io", "workloads", v) for v in read}
+        | {("kueue.x-k8s.io", "clusterqueues", v) for v in read | {"update", "patch"}}
+        | {("scheduling.volcano.sh", "podgroups", v) for v in read}
+        | {("scheduling.volcano.sh", "queues", v) for v in read | {"update", "patch"}}
+        | {("", "events", v) for v in ("create", "patch")}
+    )
+    assert grants(role) == expected
+    assert not any(rule.get("resourceNames") for rule in role["rules"])
+
+
+def test_controller_leader_election_is_one_named_lease_in_its_namespace(
+    build: list[Manifest],
+) -> None:
+    from quotaguard.controller.leader import LEASE_NAME
+
+    role = one(build, "Role", "quotaguard-controller-leader-election")
+    assert role["metadata"]["namespace"] == NS
+    by_verb = {verb: rule.get("resourceNames") for rule in role["rules"] for verb in rule["verbs"]}
+    assert by_verb == {"get": [LEASE_NAME], "update": [LEASE_NAME], "create": None}
+    binding = one(build, "RoleBinding", "quotaguard-controller-leader-election")
+    assert binding["subjects"] == [
+        {"kind": "ServiceAccount", "name": "quotaguard-controller", "namespace": NS}
+    ]
+    env = {
+        e["name"]: e["valueFrom"]["fieldRef"]["fieldPath"]
+        for e in pod_spec(deployment(build, "quotaguard-controller"))["containers"][0]["env"]
+    }
+    assert env == {"POD_NAME": "metadata.name", "POD_NAMESPACE": "metadata.namespace"}
+
+
+def test_webhook_has_no_api_access(build: list[Manifest]) -> None:
+    spec = pod_spec(deployment(build, "quotaguard-webhook"))
+    assert spec["serviceAccountName"] == "quotaguard-webhook"
+    assert spec["automountServiceAccountToken"] is False
+    bound = [
+        s["name"]
+        for d in build
+        if d.get("kind") in ("RoleBinding", "ClusterRoleBinding")
+        for s in d["subjects"]
+    ]
+    assert "quotaguard-webhook" not in bound
+
+
+def test_certs_job_may_touch_only_its_secrets_and_webhook_configurations(
+    build: list[Manifest],
+) -> None:
+    job = one(build, "Job", "quotaguard-certs")
+    (args,) = container_args(job)
+    role = one(build, "Role", "quotaguard-certs")
+    names = {flag_value(args, "--secret"), flag_value(args, "--ca-secret")}
+    for rule in role["rules"]:
+        assert rule["resources"] == ["secrets"]
+        if rule["verbs"] == ["create"]:
+            assert "resourceNames" not in rule  # RBAC cannot limit create by name
+        else:
+            assert set(rule["resourceNames"]) == names
+            assert set(rule["verbs"]) == {"get", "update"}
+    cluster_role = one(build, "ClusterRole", "quotaguard-certs")
+    configurations = {
+        d["metadata"]["name"] for d in build if d.get("kind", "").endswith("WebhookConfiguration")
+    }
+    assert {flag_value(args, "--mutating-webhook"), flag_value(args, "--validating-webhook")} == (
+        configurations
+    )
+    for rule in cluster_role["rules"]:
+        assert set(rule["verbs"]) == {"get", "patch"}
+        assert set(rule["resourceNames"]) <= configurations
+
+
+# ---- pods -----------------------------------------------------------------------------------
+
+
+def test_every_container_runs_restricted_with_requests_and_limits(build: list[Manifest]) -> None:
+    checked = 0
+    for workload in workloads(build):
+        spec = pod_spec(workload)
+        pod_security = spec.get("securityContext") or {}
+        for container in [*spec.get("initContainers", []), *spec["containers"]]:
+            where = f"{workload['kind']} {workload['metadata']['name']}/{container['name']}"
+            security = {**pod_security, **(container.get("securityContext") or {})}
+            assert security.get("runAsNonRoot") is True, where
+            assert security.get("readOnlyRootFilesystem") is True, where
+            assert security.get("allowPrivilegeEscalation") is False, where
+            assert security.get("capabilities", {}).get("drop") == ["ALL"], where
+            assert "add" not in security.get("capabilities", {}), where
+            assert security.get("seccompProfile") == {"type": "RuntimeDefault"}, where
+            resources = container.get("resources") or {}
+            for section in ("requests", "limits"):
+                assert {"cpu", "memory"} <= set(resources.get(section) or {}), where
+            checked += 1
+    assert checked == 4  # webhook, controller, certs Job, certs CronJob
+
+
+def test_namespace_enforces_the_restricted_pod_security_standard(build: list[Manifest]) -> None:
+    labels = one(build, "Namespace", NS)["metadata"]["labels"]
+    assert labels["pod-security.kubernetes.io/enforce"] == "restricted"
+
+
+def test_webhook_survives_a_node_loss_and_a_drain(build: list[Manifest]) -> None:
+    webhook = deployment(build, "quotaguard-webhook")
+    assert webhook["spec"]["replicas"] >= 2
+    pod_labels = webhook["spec"]["template"]["metadata"]["labels"]
+    spec = pod_spec(webhook)
+    anti = spec["affinity"]["podAntiAffinity"]
+    terms = [
+        t.get("podAffinityTerm", t)
+        for key in (
+            "requiredDuringSchedulingIgnoredDuringExecution",
+            "preferredDuringSchedulingIgnoredDuringExecution",
+        )
+        for t in anti.get(key, [])
+    ]
+    assert any(
+        t["topologyKey"] == "kubernetes.io/hostname"
+        and labels_match(t["labelSelector"]["matchLabels"], pod_labels)
+        for t in terms
+    )
+    assert any(
+        c["topologyKey"] == "topology.kubernetes.io/zone" for c in spec["topologySpreadConstraints"]
+    )
+    budgets = [
+        b
+        for b in find(build, "PodDisruptionBudget")
+        if labels_match(b["spec"]["selector"]["matchLabels"], pod_labels)
+    ]
+    assert len(budgets) == 1 and budgets[0]["spec"]["minAvailable"] >= 1
+    assert webhook["spec"]["strategy"]["rollingUpdate"]["maxUnavailable"] == 0
+
+
+def test_both_deployments_use_a_priority_class_that_exists(build: list[Manifest]) -> None:
+    classes = {d["metadata"]["name"] for d in find(build, "PriorityClass")}
+    for name in ("quotaguard-webhook", "quotaguard-controller"):
+        assert pod_spec(deployment(build, name))["priorityClassName"] in classes | {
+            "system-cluster-critical"
+        }
+
+
+def test_probes_are_on_the_http_port_the_reports_component_serves(build: list[Manifest]) -> None:
+    for name in ("quotaguard-webhook", "quotaguard-controller"):
+        (container,) = pod_spec(deployment(build, name))["containers"]
+        ports = {p["name"]: p["containerPort"] for p in container["ports"]}
+        args = container["args"]
+        assert "reports" in flag_value(args, "--components").split(",")
+        assert ports["http"] == int(flag_value(args, "--http-port"))
+        assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "http"}
+        assert container["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "http"}
+
+
+def test_controller_runs_two_replicas_for_leader_election(build: list[Manifest]) -> None:
+    controller = deployment(build, "quotaguard-controller")
+    assert controller["spec"]["replicas"] == 2
+    (args,) = container_args(controller)
+    assert flag_value(args, "--components") == "controller,reports"
+
+
+# ---- command lines --------------------------------------------------------------------------
+
+
+def cli_md_flags() -> set[str]:
+    path = REPO.parent / "shared" / "spec" / "cli.md"
+    if not path.exists():
+        path = Path("/work/shared/spec/cli.md")
+    if not path.exists():
+        pytest.skip("the CLI contract (shared/spec/cli.md) is not next to the repository")
+    return set(re.findall(r"--[a-z][a-z0-9-]*", path.read_text()))
+
+
+def test_serve_flags_of_the_deployments_are_the_documented_ones(build: list[Manifest]) -> None:
+    documented = cli_md_flags()
+    for name in ("quotaguard-webhook", "quotaguard-controller"):
+        (args,) = container_args(deployment(build, name))
+        assert args[0] == "serve"
+        used = {a for a in args if a.startswith("--")}
+        assert used <= documented, f"{name}: {sorted(used - documented)} not in cli.md"
+
+
+def test_every_container_command_line_parses(build: list[Manifest]) -> None:
+    parser = build_parser()
+    for workload in workloads(build):
+        for args in container_args(workload):
+            parsed = parser.parse_args(args)  # exits (SystemExit) on an unknown flag
+            assert parsed.verb == args[0]
+
+
+def test_webhook_serves_the_tls_secret_and_the_policy_it_mounts(build: list[Manifest]) -> None:
+    webhook = deployment(build, "quotaguard-webhook")
+    spec = pod_spec(webhook)
+    (container,) = spec["containers"]
+    mounts = {m["name"]: m["mountPath"] for m in container["volumeMounts"]}
+    volumes = {v["name"]: v for v in spec["volumes"]}
+    args = container["args"]
+    assert flag_value(args, "--tls-cert-file") == f"{mounts['tls']}/tls.crt"
+    assert flag_value(args, "--tls-key-file") == f"{mounts['tls']}/tls.key"
+    assert flag_value(args, "--policy") == f"{mounts['policy']}/policy.yaml"
+    assert volumes["policy"]["configMap"]["name"] == "quotaguard-policy"
+    (certs_args,) = container_args(one(build, "Job", "quotaguard-certs"))
+    assert volumes["tls"]["secret"]["secretName"] == flag_value(certs_args, "--secret")
+    assert flag_value(certs_args, "--namespace") == NS
+    port = next(p for p in container["ports"] if p["name"] == "webhook")["containerPort"]
+    assert port == int(flag_value(args, "--webhook-port"))
+
+
+def test_policy_configmap_is_the_repository_policy_and_valid(rendered: list[Manifest]) -> None:
+    config_map = one(rendered, "ConfigMap", "quotaguard-policy")
+    assert config_map["metadata"]["namespace"] == NS
+    text = config_map["data"]["policy.yaml"]
+    assert text == (CONFIG / "policy.yaml").read_text()
+    policy = load_policy_text(text, "configmap/quotaguard-policy")
+    assert policy.name == "gpu-platform"
+
+
+# ---- admission ------------------------------------------------------------------------------
+
+
+def test_webhook_configurations_are_safe_for_the_api_server(build: list[Manifest]) -> None:
+    seen: set[tuple[str, str, str]] = set()
+    hooks = list(webhooks(build))
+    assert {kind for kind, _ in hooks} == {
+        "MutatingWebhookConfiguration",
+        "ValidatingWebhookConfiguration",
+    }
+    for kind, hook in hooks:
+        where = f"{kind} {hook['name']}"
+        assert hook["sideEffects"] == "None", where
+        assert hook["timeoutSeconds"] <= 10, where
+        assert hook["admissionReviewVersions"] == ["v1"], where
+        assert hook["failurePolicy"] == "Fail", where
+        expressions = hook["namespaceSelector"]["matchExpressions"]
+        assert {
+            "key": "kubernetes.io/metadata.name",
+            "operator": "NotIn",
+            "values": ["kube-system", "quotaguard-system"],
+        } in expressions, where
+        assert {"key": "quotaguard.dev/ignore", "operator": "NotIn", "values": ["true"]} in (
+            expressions
+        ), where
+        path = "/mutate" if kind.startswith("Mutating") else "/validate"
+        assert hook["clientConfig"]["service"] == {
+            "name": "quotaguard-webhook",
+            "namespace": NS,
+            "path": path,
+            "port": 443,
+        }, where
+        if kind.startswith("Mutating"):
+            assert hook["reinvocationPolicy"] == "IfNeeded", where
+        assert len(hook["matchConditions"]) == 1, where
+        for rule in hook["rules"]:
+            assert rule["operations"] == ["CREATE"], where
+            seen |= {
+                (g, v, r)
+                for g in rule["apiGroups"]
+                for v in rule["apiVersions"]
+                for r in rule["resources"]
+            }
+    assert seen == WEBHOOK_KINDS
+
+
+def test_webhook_service_reaches_the_webhook_pods(build: list[Manifest]) -> None:
+    service = one(build, "Service", "quotaguard-webhook")
+    assert service["metadata"]["namespace"] == NS
+    (port,) = service["spec"]["ports"]
+    assert (port["port"], port["targetPort"]) == (443, 8443)
+    pod_labels = deployment(build, "quotaguard-webhook")["spec"]["template"]["metadata"]["labels"]
+    assert labels_match(service["spec"]["selector"], pod_labels)
+    controller_labels = deployment(build, "quotaguard-controller")["spec"]["template"]["metadata"][
+        "labels"
+    ]
+    assert not labels_match(service["spec"]["selector"], controller_labels)
+
+
+def test_default_build_needs_no_custom_resource_definitions(rendered: list[Manifest]) -> None:
+    groups = {d["apiVersion"].rpartition("/")[0] for d in rendered}
+    assert groups <= BUILT_IN_GROUPS, sorted(groups - BUILT_IN_GROUPS)
+
+
+# ---- components -----------------------------------------------------------------------------
+
+
+def test_cert_manager_replaces_the_certs_job_and_injects_the_ca(
+    with_cert_manager: list[Manifest],
+) -> None:
+    docs = with_cert_manager
+    assert not [d for d in docs if d["metadata"]["name"] == "quotaguard-certs"]
+    serving = one(docs, "Certificate", "quotaguard-webhook")
+    volume = next(
+        v for v in pod_spec(deployment(docs, "quotaguard-webhook"))["volumes"] if v["name"] == "tls"
+    )
+    assert serving["spec"]["secretName"] == volume["secret"]["secretName"]
+    assert set(serving["spec"]["dnsNames"]) == set(service_dns_names("quotaguard-webhook", NS))
+    assert "server auth" in serving["spec"]["usages"]
+    issuer = one(docs, "Issuer", serving["spec"]["issuerRef"]["name"])
+    ca = one(docs, "Certificate", "quotaguard-ca")
+    assert (
+        ca["spec"]["isCA"] is True
+        and issuer["spec"]["ca"]["secretName"] == ca["spec"]["secretName"]
+    )
+    for configuration in docs:
+        if configuration["kind"].endswith("WebhookConfiguration"):
+            annotations = configuration["metadata"]["annotations"]
+            assert annotations["cert-manager.io/inject-ca-from"] == f"{NS}/quotaguard-webhook"
+
+
+@needs_kubectl
+def test_pilot_limits_the_webhooks_to_labelled_namespaces_and_recommends(
+    tmp_path: Path,
+) -> None:
+    docs = kustomize(overlay(tmp_path / "o", ["pilot"]))
+    hooks = list(webhooks(docs))
+    assert len(hooks) == 8
+    for _, hook in hooks:
+        assert hook["failurePolicy"] == "Ignore"
+        selector = hook["namespaceSelector"]
+        assert selector["matchLabels"] == {"quotaguard.dev/pilot": "true"}
+        assert len(selector["matchExpressions"]) == 2  # the exemptions still hold
+        assert hook["matchConditions"]
+    (args,) = container_args(deployment(docs, "quotaguard-controller"))
+    assert args[-2:] == ["--mode", "recommend"]
+    build_parser().parse_args(args)
+
+
+@needs_kubectl
+def test_manage_queues_adds_create_on_queues_only(tmp_path: Path) -> None:
+    base = grants(one(kustomize(CONFIG), "ClusterRole", "quotaguard-controller"))
+    docs = kustomize(overlay(tmp_path / "o", ["manage-queues"]))
+    added = grants(one(docs, "ClusterRole", "quotaguard-controller")) - base
+    assert added == {
+        ("kueue.x-k8s.io", "clusterqueues", "create"),
+        ("scheduling.volcano.sh", "queues", "create"),
+    }
+
+
+# ---- samples --------------------------------------------------------------------------------
+
+
+def sample(backend: str) -> list[Manifest]:
+    if KUBECTL is not None:
+        return kustomize(CONFIG / "samples" / backend)
+    return [
+        d
+        for p in sorted((CONFIG / "samples" / backend).glob("*.yaml"))
+        if p.name != "kustomization.yaml"
+        for d in load_yaml(p)
+    ]
+
+
+def test_kueue_samples_follow_the_policy() -> None:
+    policy = load_policy_file(CONFIG / "policy.yaml")
+    docs = sample("kueue")
+    flavors = {d["metadata"]["name"]: d["spec"] for d in find(docs, "ResourceFlavor")}
+    for gpu_class in policy.spec.gpu_classes:
+        assert flavors[gpu_class.flavor].get("nodeLabels", {}) == gpu_class.node_selector
+    class_resources = list(dict.fromkeys(c.resource for c in policy.spec.gpu_classes))
+    for tenant in policy.spec.tenants:
+        queue = one(docs, "ClusterQueue", tenant.queue)["spec"]
+        assert queue["cohortName"] == policy.cohort
+        groups = queue["resourceGroups"]
+        gpu_group = next(g for g in groups if "nvidia.com/gpu" in g["coveredResources"])
+        assert gpu_group["coveredResources"] == class_resources
+        for group in groups:  # Kueue: every flavor lists every covered resource, in order
+            for flavor in group["flavors"]:
+                assert [r["name"] for r in flavor["resources"]] == group["coveredResources"]
+        for gpu_class in policy.spec.gpu_classes:
+            flavor = next(f for f in gpu_group["flavors"] if f["name"] == gpu_class.flavor)
+            quota = next(r for r in flavor["resources"] if r["name"] == gpu_class.resource)
+            wanted = tenant.quota.get(gpu_class.name)
+            if wanted is None:
+                assert (quota["nominalQuota"], quota["borrowingLimit"]) == (0, 0)
+            else:
+                assert quota["nominalQuota"] == wanted.guaranteed
+                if wanted.max is not None:
+                    assert quota["borrowingLimit"] == wanted.max - wanted.guaranteed
+    local_queues = find(docs, "LocalQueue")
+    namespaces = {d["metadata"]["name"] for d in find(docs, "Namespace")}
+    for queue in local_queues:
+        tenant = policy.tenant_of(queue["metadata"]["namespace"])
+        assert tenant is not None
+        assert queue["metadata"]["name"] == tenant.local_queue
+        assert queue["spec"]["clusterQueue"] == tenant.queue
+        assert queue["metadata"]["namespace"] in namespaces
+    assert {q["metadata"]["namespace"] for q in local_queues} == {
+        ns for t in policy.spec.tenants for ns in t.namespaces if "*" not in ns
+    }
+
+
+def test_volcano_samples_follow_the_policy() -> None:
+    policy = load_policy_file(CONFIG / "policy.yaml")
+    docs = sample("volcano")
+    one(docs, "Queue", policy.cohort)
+    for tenant in policy.spec.tenants:
+        queue = one(docs, "Queue", tenant.queue)["spec"]
+        assert queue["parent"] == policy.cohort
+        assert queue["weight"] == tenant.weight
+        for class_name, quota in tenant.quota.items():
+            resource = policy.classes_by_name[class_name].resource
+            assert queue["guarantee"]["resource"][resource] == str(quota.guaranteed)
+            if quota.max is not None:
+                assert queue["capability"][resource] == str(quota.max)
+
+
+def test_samples_are_not_in_the_default_build(build: list[Manifest]) -> None:
+    assert not [d for d in build if "kueue" in d["apiVersion"] or "volcano" in d["apiVersion"]]

@@ -1,0 +1,199 @@
+"""The webhooks' matchConditions: only objects that ask for an nvidia.com/ resource are sent to
+quotaguard, for each kind's pod-spec location, and odd objects are "not sent" rather than an
+evaluation error (which failurePolicy Fail would turn into a rejected request).
+
+The expressions are compiled and evaluated by the API server's own CEL compiler
+(k8s.io/apiserver, built from tests/deploy/celcheck with the machine's Go and module cache), so
+an expression the API server would refuse fails here, not in a cluster."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.deploy.manifests import WEBHOOK, load_yaml
+
+CELCHECK = Path(__file__).resolve().parent / "celcheck"
+BUILD_TIMEOUT = 600  # a cold Go build cache compiles k8s.io/apiserver's CEL packages
+
+
+def expressions() -> dict[str, str]:
+    found: dict[str, str] = {}
+    for path in sorted(WEBHOOK.glob("*webhookconfiguration.yaml")):
+        for doc in load_yaml(path):
+            for hook in doc["webhooks"]:
+                (condition,) = hook["matchConditions"]
+                assert condition["name"] == "requests-nvidia-resources"
+                found[hook["name"]] = condition["expression"]
+    return found
+
+
+def kind_of(webhook_name: str) -> str:
+    return webhook_name.split(".", 1)[0]
+
+
+GPU = {"name": "main", "image": "x", "resources": {"limits": {"nvidia.com/gpu": "1"}}}
+MIG = {"name": "main", "image": "x", "resources": {"requests": {"nvidia.com/mig-1g.10gb": "1"}}}
+SHARED = {"name": "main", "image": "x", "resources": {"limits": {"nvidia.com/gpu.shared": "1"}}}
+CPU = {"name": "main", "image": "x", "resources": {"limits": {"cpu": "1"}}}
+BARE = {"name": "main", "image": "x"}
+
+
+def spec(*containers: Any, init: tuple[Any, ...] = ()) -> dict[str, Any]:
+    found: dict[str, Any] = {"containers": list(containers)}
+    if init:
+        found["initContainers"] = list(init)
+    return found
+
+
+def job(pod: dict[str, Any]) -> dict[str, Any]:
+    return {"spec": {"template": {"spec": pod}}}
+
+
+def jobset(*pods: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "spec": {
+            "replicatedJobs": [
+                {"name": f"r{i}", "template": {"spec": {"template": {"spec": p}}}}
+                for i, p in enumerate(pods)
+            ]
+        }
+    }
+
+
+def vcjob(*pods: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "spec": {"tasks": [{"name": f"t{i}", "template": {"spec": p}} for i, p in enumerate(pods)]}
+    }
+
+
+# object name -> (kind it is, whether quotaguard must see it)
+OBJECTS: dict[str, tuple[str, dict[str, Any], bool]] = {
+    "pod-gpu": ("pods", {"spec": spec(GPU)}, True),
+    "pod-mig-request": ("pods", {"spec": spec(MIG)}, True),
+    "pod-shared": ("pods", {"spec": spec(CPU, SHARED)}, True),
+    "pod-gpu-in-init": ("pods", {"spec": spec(BARE, init=(GPU,))}, True),
+    "pod-cpu": ("pods", {"spec": spec(CPU)}, False),
+    "pod-no-resources": ("pods", {"spec": spec(BARE)}, False),
+    "pod-nulls": ("pods", {"spec": {"containers": [{"resources": None}, None]}}, False),
+    "pod-null-limits": (
+        "pods",
+        {"spec": {"containers": [{"resources": {"limits": None, "requests": {"cpu": "1"}}}]}},
+        False,
+    ),
+    "pod-no-spec": ("pods", {"metadata": {"name": "x"}}, False),
+    "job-gpu": ("jobs", job(spec(GPU)), True),
+    "job-cpu": ("jobs", job(spec(CPU)), False),
+    "job-no-template": ("jobs", {"spec": {}}, False),
+    "jobset-gpu-in-second": ("jobsets", jobset(spec(CPU), spec(GPU)), True),
+    "jobset-cpu": ("jobsets", jobset(spec(CPU)), False),
+    "jobset-odd": ("jobsets", {"spec": {"replicatedJobs": [None, {"template": None}]}}, False),
+    "vcjob-mig-in-second": ("volcanojobs", vcjob(spec(BARE), spec(MIG)), True),
+    "vcjob-cpu": ("volcanojobs", vcjob(spec(CPU)), False),
+    "vcjob-tasks-not-a-list": ("volcanojobs", {"spec": {"tasks": "oops"}}, False),
+    "vcjob-containers-not-a-list": (
+        "volcanojobs",
+        {"spec": {"tasks": [{"template": {"spec": {"containers": "x"}}}, 3]}},
+        False,
+    ),
+}
+
+
+def test_one_condition_per_kind_and_the_same_for_mutate_and_validate() -> None:
+    found = expressions()
+    assert len(found) == 8
+    by_kind: dict[str, set[str]] = {}
+    for name, expression in found.items():
+        by_kind.setdefault(kind_of(name), set()).add(expression)
+        assert "'nvidia.com/'" in expression
+    assert set(by_kind) == {"pods", "jobs", "jobsets", "volcanojobs"}
+    assert all(len(texts) == 1 for texts in by_kind.values())
+    assert "object.spec.template.spec" in next(iter(by_kind["jobs"]))
+    assert "rj.template.spec.template.spec" in next(iter(by_kind["jobsets"]))
+    assert "task.template.spec" in next(iter(by_kind["volcanojobs"]))
+
+
+def _go_environment() -> dict[str, str]:
+    return {
+        **os.environ,
+        "GOPROXY": "off",
+        "GOFLAGS": "-mod=readonly",
+        "GOTOOLCHAIN": "local",
+        "CGO_ENABLED": "0",
+    }
+
+
+@pytest.fixture(scope="session")
+def celcheck() -> Path:
+    go = shutil.which("go") or (
+        "/usr/local/go/bin/go" if Path("/usr/local/go/bin/go").exists() else None
+    )
+    if go is None:
+        pytest.skip("no Go toolchain: the API server's CEL compiler cannot be built")
+    digest = hashlib.sha256()
+    for name in ("main.go", "go.mod", "go.sum"):
+        digest.update((CELCHECK / name).read_bytes())
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "quotaguard-tests"
+    binary = cache / f"celcheck-{digest.hexdigest()[:16]}"
+    if binary.exists():
+        return binary
+    cache.mkdir(parents=True, exist_ok=True)
+    result = subprocess.run(
+        [go, "build", "-o", str(binary), "."],
+        cwd=CELCHECK,
+        env=_go_environment(),
+        capture_output=True,
+        text=True,
+        timeout=BUILD_TIMEOUT,
+        check=False,
+    )
+    if result.returncode != 0:
+        if "GOPROXY=off" in result.stderr or "missing go.sum entry" in result.stderr:
+            pytest.skip(
+                "k8s.io/apiserver v0.36.3 is not in the Go module cache "
+                "(python -m e2e.build downloads it)"
+            )
+        raise AssertionError(f"building celcheck failed:\n{result.stderr}")
+    return binary
+
+
+def evaluate(binary: Path, exprs: dict[str, str], objects: dict[str, Any]) -> dict[str, Any]:
+    result = subprocess.run(
+        [str(binary)],
+        input=json.dumps({"expressions": exprs, "objects": objects}),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    outcome: dict[str, Any] = json.loads(result.stdout)
+    return outcome
+
+
+def test_the_api_server_compiles_every_condition(celcheck: Path) -> None:
+    outcome = evaluate(celcheck, expressions(), {})
+    assert {name: result.get("error") for name, result in outcome.items()} == {
+        name: None for name in expressions()
+    }
+
+
+def test_the_checker_does_report_an_invalid_expression(celcheck: Path) -> None:
+    outcome = evaluate(celcheck, {"bad": "object.spec.exists(", "not-bool": "'x'"}, {})
+    assert "compilation failed" in outcome["bad"]["error"]
+    assert "must evaluate to bool" in outcome["not-bool"]["error"]
+
+
+def test_only_gpu_objects_of_the_webhooks_kind_are_sent(celcheck: Path) -> None:
+    objects = {name: obj for name, (_, obj, _) in OBJECTS.items()}
+    outcome = evaluate(celcheck, expressions(), objects)
+    for webhook, result in outcome.items():
+        for name, (kind, _, gpu) in OBJECTS.items():
+            value = result["results"][name]
+            assert value is (gpu and kind == kind_of(webhook)), f"{webhook} on {name}: {value}"
