@@ -87,7 +87,10 @@ class ControllerSettings:
     lease_namespace: str | None = None  # default: the pod's namespace
     identity: str | None = None  # default: hostname + random suffix
     weight_tolerance: float = WEIGHT_TOLERANCE
-    write_timeout: float = 10.0
+    # A write starts only while the Lease is ours for at least this long, and gives up after
+    # it: so it cannot land after another replica could have taken over. It must stay below
+    # the elector's renew_deadline - renew_period (5 s), or no write could ever start.
+    write_timeout: float = 4.0
     watch_settings: Callable[[], WatchSettings] = WatchSettings
 
 
@@ -241,6 +244,7 @@ class Controller:
         except Exception as exc:
             log.warning("API server unreachable at start: %s", exc)
             return
+        self.status.served = served
         self._sync_watches(policy, served)
         deadline = time.monotonic() + self.interval(policy)
         while not stop.is_set() and time.monotonic() < deadline:
@@ -257,6 +261,16 @@ class Controller:
             self.settings.identity or default_identity(),
             namespace=namespace,
             on_change=lambda leader: CONTROLLER_LEADER.set(1 if leader else 0),
+        )
+
+    def _sticky(self, served: ServedGroups) -> ServedGroups:
+        """A group that was served and no longer shows up in discovery (an API server starting
+        up lists CRDs late) keeps its watches; were it really gone they fail and go unsynced."""
+        before = self.status.served
+        if before is None:
+            return served
+        return ServedGroups(
+            kueue=served.kueue or before.kueue, volcano=served.volcano or before.volcano
         )
 
     def _sync_watches(self, policy: TenantPolicy, served: ServedGroups) -> None:
@@ -309,7 +323,7 @@ class Controller:
             served = await asyncio.to_thread(discover, self.clients)
         except Exception as exc:
             return f"API server unreachable: {type(exc).__name__}: {exc}"
-        self.status.served = served
+        self.status.served = served = self._sticky(served)
         self._sync_watches(policy, served)
         unsynced = sorted(name for name, watch in self.watches.items() if not watch.synced)
         if unsynced:

@@ -357,3 +357,72 @@ def test_missing_queues_are_created_only_with_manage_queues(server):
     run(controller, body)
     assert {o.queue: o.result for o in controller.status.last_outcomes}["notebooks"] == "missing"
     assert server.writes("create") == []
+
+
+def test_the_leader_writes(server):
+    controller = make_controller(server)
+    controller.leader = LeaderElector(FakeLeaseStore(), "me")
+    assert controller.leader.try_acquire_or_renew()
+
+    async def body(c: Controller) -> None:
+        assert await synced_interval(c) == "planned"
+
+    run(controller, body)
+    assert len(server.writes("replace")) == 3
+    assert controller.latest_report()["controller"]["leader"] is True
+
+
+def test_kueue_missing_from_discovery_for_a_moment_keeps_its_watches(server):
+    controller = make_controller(server)
+
+    async def body(c: Controller) -> None:
+        await synced_interval(c)
+        watch = c.watches["clusterqueues"]
+        server.groups = {}  # an API server starting up lists CRD groups late
+        assert await c.run_interval() == "planned"
+        assert c.watches["clusterqueues"] is watch and watch.synced
+        assert c.latest_report()["tenants"][0]["classes"][0]["current"] is not None
+
+    run(controller, body)
+
+
+def test_volcano_backend_writes_queue_fields():
+    server = FakeApiServer()
+    server.groups = {"scheduling.volcano.sh": ["v1beta1"]}
+    server.put("v1/nodes", node("gpu-1", "nvidia.com/gpu", 8, {"product": "h100"}))
+    path = "scheduling.volcano.sh/v1beta1/queues"
+    for name in ("training", "inference", "notebooks"):
+        server.put(
+            path,
+            {
+                "apiVersion": "scheduling.volcano.sh/v1beta1",
+                "kind": "Queue",
+                "metadata": {"name": name},
+                "spec": {"weight": 1, "reclaimable": True, "capability": {"cpu": "64"}},
+            },
+        )
+    text = POLICY_TEXT.replace("MODE", "apply").replace("backend: kueue", "backend: volcano")
+    the_policy = load_policy_text(text, "volcano.yaml")
+    settings = ControllerSettings(
+        leader_election=False,
+        watch_settings=lambda: WatchSettings(backoff=Backoff(base=0.001, cap=0.005)),
+    )
+    controller = Controller(the_policy, fake_clients(server), settings)
+
+    async def body(c: Controller) -> None:
+        assert set(c.watches) <= {"nodes", "pods", "queues", "podgroups"}
+        assert await synced_interval(c) == "planned"
+        assert {"queues", "podgroups"} <= set(c.watches)
+
+    run(controller, body)
+    training = server.get(path, "training")["spec"]
+    assert training["weight"] == 2
+    assert training["deserved"]["nvidia.com/gpu"] == "8"
+    assert training["guarantee"]["resource"]["nvidia.com/gpu"] == "4"
+    assert training["capability"] == {
+        "cpu": "64",
+        "nvidia.com/gpu": "16",
+        "nvidia.com/mig-1g.10gb": "0",
+        "nvidia.com/gpu.shared": "0",
+    }
+    assert training["reclaimable"] is True
