@@ -158,7 +158,8 @@ def internal_error_review(uid: str) -> AdmissionReview:
 
 
 def _encode(document: Any) -> bytes:
-    return json.dumps(document, separators=(",", ":"), ensure_ascii=False).encode()
+    # ASCII output: a lone surrogate from the request (valid JSON, invalid UTF-8) is escaped.
+    return json.dumps(document, separators=(",", ":")).encode()
 
 
 def _error(message: str) -> bytes:

@@ -112,6 +112,13 @@ def test_malformed_request_is_a_400_with_json_error(
     assert count("mutate", "", "bad_request") == before + 1
 
 
+def test_uid_that_is_not_valid_utf8_is_echoed_escaped(client: Client) -> None:
+    review = make_review(gpu_pod(), namespace="inference", uid="\ud800")
+    status, answer = client.post("/mutate", json.dumps(review).encode())
+    assert status == 200
+    assert answer["response"]["uid"] == "\ud800"
+
+
 def test_body_of_exactly_the_limit_is_read_and_one_byte_more_is_413(client: Client) -> None:
     padding = b" " * (MAX_BODY_BYTES - len(review_body(gpu_pod())))
     status, _ = client.post("/validate", review_body(gpu_pod()) + padding)
