@@ -13,6 +13,8 @@ from typing import Any
 from quotaguard.quantity import parse_gpu_count
 
 PLAIN_GPU = "nvidia.com/gpu"
+# Resource names that count as GPUs even when no class of the policy names them.
+GPU_PREFIXES = ("nvidia.com/gpu", "nvidia.com/mig-")
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,7 +136,7 @@ def is_gpu_resource(resource: str, gpu_resources: frozenset[str]) -> bool:
 
 
 def _looks_like_gpu(resource: str) -> bool:
-    return resource.startswith(("nvidia.com/gpu", "nvidia.com/mig-"))
+    return resource.startswith(GPU_PREFIXES)
 
 
 def pod_gpus(spec: Mapping[str, Any], gpu_resources: frozenset[str]) -> dict[str, int]:

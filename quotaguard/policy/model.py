@@ -223,8 +223,19 @@ class TenantPolicy(_Strict):
     def _namespace_cache(self) -> dict[str, Tenant | None]:
         return {}
 
+    @cached_property
+    def _exempt_cache(self) -> dict[str, bool]:
+        return {}
+
     def exempt(self, namespace: str) -> bool:
-        return any(fnmatch.fnmatchcase(namespace, p) for p in self.spec.exempt_namespaces)
+        """Whether admission leaves the namespace alone (memoised; asked on every request)."""
+        cache = self._exempt_cache
+        found = cache.get(namespace)
+        if found is None:
+            found = any(fnmatch.fnmatchcase(namespace, p) for p in self.spec.exempt_namespaces)
+            if len(cache) < 10_000:
+                cache[namespace] = found
+        return found
 
     def tenant_of(self, namespace: str) -> Tenant | None:
         """The first tenant whose namespaces match (memoised; namespaces are few)."""
