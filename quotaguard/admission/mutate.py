@@ -6,10 +6,11 @@ it arrived. Mutating the result again yields no patch.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
-from fractions import Fraction
-from typing import Any
+from functools import lru_cache
+from typing import Any, NamedTuple
 
 from quotaguard.admission.classes import resolve_class
 from quotaguard.admission.decision import ALLOWED, Decision, Denial, deny
@@ -28,6 +29,7 @@ from quotaguard.admission.patch import PatchBuilder
 from quotaguard.admission.workload import (
     GpuContainer,
     TemplateView,
+    as_map,
     has_gpus,
     owned_by_workload,
     template_views,
@@ -37,8 +39,7 @@ from quotaguard.policy.model import BEST_FIT, GpuClass, RewriteCondition, Tenant
 from quotaguard.quantity import QuantityError, format_bytes, parse_gpu_count, parse_quantity
 
 
-@dataclass(frozen=True, slots=True)
-class _Choice:
+class _Choice(NamedTuple):
     gpu_class: GpuClass | None
     reason: str = ""
     warning: str | None = None
@@ -80,7 +81,7 @@ def mutate(
             template = view.template
             _provenance(template.metadata_pointer, template.metadata, tenant, changes, state)
     _queue(policy, tenant, obj, views, state)
-    _provenance("/metadata", _mapping(obj.get("metadata")), tenant, state.changes, state)
+    _provenance("/metadata", as_map(obj.get("metadata")), tenant, state.changes, state)
     audit = {"tenant": tenant.name}
     if state.changes:
         audit["rewritten"] = "; ".join(state.changes)
@@ -92,10 +93,6 @@ def mutate(
         warnings=tuple(state.warnings),
         audit=audit,
     )
-
-
-def _mapping(value: object) -> Mapping[str, Any]:
-    return value if isinstance(value, Mapping) else {}
 
 
 def _rewrite(
@@ -137,21 +134,27 @@ def _rewrite_enabled(hint: object) -> bool:
     return not (hint is False or (isinstance(hint, str) and hint.strip().lower() == "false"))
 
 
-def _memory_hint(view: TemplateView, state: _Mutation) -> Fraction | None:
+def _memory_hint(view: TemplateView, state: _Mutation) -> int | None:
     value = view.hints.get(GPU_MEMORY_HINT)
     if value is None:
         return None
-    try:
-        memory = parse_quantity(value)
-    except QuantityError:
-        memory = Fraction(0)
-    if memory <= 0:
+    memory = _memory_bytes(value) if isinstance(value, str) else None
+    if memory is None:
         where = f" of {view.name}" if view.name else ""
         state.warnings.append(
             f'{GPU_MEMORY_HINT} "{value}"{where} is not a memory size (e.g. 8Gi); ignored'
         )
-        return None
     return memory
+
+
+@lru_cache(maxsize=1024)
+def _memory_bytes(value: str) -> int | None:
+    """Whole bytes of a memory hint (rounded up), None when it is not a positive size."""
+    try:
+        memory = parse_quantity(value)
+    except QuantityError:
+        return None
+    return math.ceil(memory) if memory > 0 else None
 
 
 def _whole_gpus(container: GpuContainer, resource: str) -> int | None:
@@ -170,7 +173,7 @@ def _choose(
     view: TemplateView,
     container: GpuContainer,
     count: int,
-    memory: Fraction | None,
+    memory: int | None,
 ) -> _Choice:
     hint = view.hints.get(GPU_CLASS_HINT)
     if isinstance(hint, str) and hint:
@@ -202,7 +205,7 @@ def _choose(
 def _matches(
     when: RewriteCondition,
     count: int,
-    memory: Fraction | None,
+    memory: int | None,
     labels: Mapping[str, Any],
     priority: object,
 ) -> bool:
@@ -219,7 +222,7 @@ def _matches(
     )
 
 
-def _best_fit(policy: TenantPolicy, tenant: Tenant, memory: Fraction | None) -> GpuClass | None:
+def _best_fit(policy: TenantPolicy, tenant: Tenant, memory: int | None) -> GpuClass | None:
     """The smallest allowed MIG class (by slices, then memory) whose memory covers the hint."""
     if memory is None:
         return None
@@ -287,23 +290,23 @@ def _queue(
     views: list[TemplateView],
     state: _Mutation,
 ) -> None:
-    metadata = _mapping(obj.get("metadata"))
+    metadata = as_map(obj.get("metadata"))
     patch = state.patch
     if policy.spec.backend == "kueue":
-        if not _mapping(metadata.get("labels")).get(KUEUE_QUEUE_LABEL):
+        if not as_map(metadata.get("labels")).get(KUEUE_QUEUE_LABEL):
             patch.set("/metadata/labels", KUEUE_QUEUE_LABEL, tenant.local_queue)
         return
-    if not _mapping(metadata.get("annotations")).get(VOLCANO_QUEUE_ANNOTATION):
+    if not as_map(metadata.get("annotations")).get(VOLCANO_QUEUE_ANNOTATION):
         patch.set("/metadata/annotations", VOLCANO_QUEUE_ANNOTATION, tenant.queue)
     for view in views:
         pointer = view.template.metadata_pointer
-        annotations = _mapping(view.template.metadata.get("annotations"))
+        annotations = as_map(view.template.metadata.get("annotations"))
         if pointer != "/metadata" and not annotations.get(VOLCANO_QUEUE_ANNOTATION):
             patch.set(f"{pointer}/annotations", VOLCANO_QUEUE_ANNOTATION, tenant.queue)
         if view.spec.get("schedulerName") in (None, "", DEFAULT_SCHEDULER):
             patch.set(view.template.spec_pointer, "schedulerName", VOLCANO_SCHEDULER)
     if workload_kind(obj) == "VolcanoJob":
-        spec = _mapping(obj.get("spec"))
+        spec = as_map(obj.get("spec"))
         if not spec.get("queue"):
             patch.set("/spec", "queue", tenant.queue)
         if spec.get("schedulerName") in (None, "", DEFAULT_SCHEDULER):
@@ -320,7 +323,7 @@ def _provenance(
     pointer = f"{metadata_pointer}/annotations"
     state.patch.set(pointer, TENANT_ANNOTATION, tenant.name)
     if changes:
-        earlier = _mapping(metadata.get("annotations")).get(REWRITTEN_ANNOTATION)
+        earlier = as_map(metadata.get("annotations")).get(REWRITTEN_ANNOTATION)
         record = "; ".join(changes)
         value = f"{earlier}; {record}" if isinstance(earlier, str) and earlier else record
         state.patch.set(pointer, REWRITTEN_ANNOTATION, value)

@@ -8,6 +8,7 @@ the patch applies to the original object and never to a half-built one.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from functools import lru_cache
 from typing import Any
 
 from quotaguard.admission.decision import PatchOp
@@ -15,24 +16,29 @@ from quotaguard.admission.decision import PatchOp
 _MISSING = object()
 
 
+@lru_cache(maxsize=4096)
 def escape(key: str) -> str:
     return key.replace("~", "~0").replace("/", "~1")
 
 
 def _unescape(part: str) -> str:
-    return part.replace("~1", "/").replace("~0", "~")
+    return part.replace("~1", "/").replace("~0", "~") if "~" in part else part
+
+
+@lru_cache(maxsize=4096)
+def _parts(pointer: str) -> tuple[str, ...]:
+    """Unescaped reference tokens; pointers repeat across requests, so they are cached."""
+    return tuple(_unescape(raw) for raw in pointer[1:].split("/")) if pointer else ()
 
 
 def resolve(document: object, pointer: str) -> object:
     """The value at a JSON Pointer, or `_MISSING` (also for null and non-containers)."""
     node = document
-    if not pointer:
-        return node
-    for raw in pointer[1:].split("/"):
-        if isinstance(node, Mapping):
-            node = node.get(_unescape(raw), _MISSING)
-        elif isinstance(node, list) and raw.isdigit() and int(raw) < len(node):
-            node = node[int(raw)]
+    for part in _parts(pointer):
+        if isinstance(node, dict):
+            node = node.get(part, _MISSING)
+        elif isinstance(node, list) and part.isdigit() and int(part) < len(node):
+            node = node[int(part)]
         else:
             return _MISSING
         if node is None or node is _MISSING:
@@ -64,9 +70,12 @@ class PatchBuilder:
     def ops(self) -> list[PatchOp]:
         ops: list[PatchOp] = [{"op": "remove", "path": path} for path in self._removals]
         created: dict[str, dict[str, Any]] = {}
+        maps: dict[str, object] = {}
         for (map_pointer, key), value in self._settings.items():
-            container = resolve(self._document, map_pointer)
-            if isinstance(container, Mapping):
+            container = maps.get(map_pointer, _MISSING)
+            if container is _MISSING:
+                container = maps[map_pointer] = resolve(self._document, map_pointer)
+            if isinstance(container, dict):
                 path = f"{map_pointer}/{escape(key)}"
                 current = container.get(key, _MISSING)
                 if current is _MISSING:
@@ -87,6 +96,6 @@ class PatchBuilder:
         parts = map_pointer[1:].split("/")
         for depth in range(1, len(parts) + 1):
             pointer = "/" + "/".join(parts[:depth])
-            if not isinstance(resolve(self._document, pointer), Mapping | list):
+            if not isinstance(resolve(self._document, pointer), dict | list):
                 return pointer, [_unescape(part) for part in parts[depth:]]
         raise AssertionError(f"{map_pointer} exists")  # pragma: no cover - guarded by caller

@@ -83,7 +83,7 @@ class BadReview(ValueError):
 
 def decode_review(body: object) -> AdmissionRequest:
     """The request of a decoded AdmissionReview body, checked just enough to answer it."""
-    if not isinstance(body, Mapping):
+    if not isinstance(body, dict):
         raise BadReview(f"an AdmissionReview must be a JSON object, not {_kind_of(body)}")
     if body.get("apiVersion") != API_VERSION or body.get("kind") != KIND:
         raise BadReview(
@@ -91,7 +91,7 @@ def decode_review(body: object) -> AdmissionRequest:
             f"apiVersion {body.get('apiVersion')!r} and kind {body.get('kind')!r}"
         )
     request = body.get("request")
-    if not isinstance(request, Mapping):
+    if not isinstance(request, dict):
         raise BadReview("the AdmissionReview has no request")
     uid = request.get("uid")
     if not isinstance(uid, str) or not uid:
@@ -101,7 +101,7 @@ def decode_review(body: object) -> AdmissionRequest:
         raise BadReview(f"request.operation {operation!r} is not one of {sorted(OPERATIONS)}")
     obj = request.get("object")
     # DELETE and CONNECT carry no object; every other operation must.
-    if not isinstance(obj, Mapping) and not (obj is None and operation in ("DELETE", "CONNECT")):
+    if not isinstance(obj, dict) and not (obj is None and operation in ("DELETE", "CONNECT")):
         raise BadReview(f"request.object must be an object, not {_kind_of(obj)}")
     namespace = request.get("namespace")
     if namespace is not None and not isinstance(namespace, str):

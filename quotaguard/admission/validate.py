@@ -6,7 +6,7 @@ Every violation is collected, so the one message a user gets lists all of them.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from fractions import Fraction
 from typing import Any
 
@@ -23,7 +23,13 @@ from quotaguard.admission.names import (
     REWRITE_HINT,
     VOLCANO_QUEUE_ANNOTATION,
 )
-from quotaguard.admission.workload import GpuContainer, TemplateView, has_gpus, template_views
+from quotaguard.admission.workload import (
+    GpuContainer,
+    TemplateView,
+    as_map,
+    has_gpus,
+    template_views,
+)
 from quotaguard.podspec import PLAIN_GPU, pod_gpus, workload_kind
 from quotaguard.policy.model import Tenant, TenantPolicy
 from quotaguard.quantity import parse_gpu_count
@@ -224,13 +230,17 @@ def _shared_units(
 def _max_per_pod(
     policy: TenantPolicy, tenant: Tenant, view: TemplateView, limit: float
 ) -> Denial | None:
-    reserved = pod_gpus(view.spec, policy.gpu_resources)
-
     def worth(resource: str) -> Fraction:
         return gpu_equivalent(policy, tenant, resource, view.node_selector)
 
+    ceiling = Fraction(limit)
+    # Every container at once bounds what the scheduler reserves; most pods are far below the
+    # limit, and then the exact count (init containers at their peak) is not needed.
+    if _upper_bound(view, worth) <= ceiling:
+        return None
+    reserved = pod_gpus(view.spec, policy.gpu_resources)
     total = sum((count * worth(r) for r, count in reserved.items()), Fraction(0))
-    if total <= Fraction(limit):
+    if total <= ceiling:
         return None
     asked = ", ".join(
         f"{c.label}: {r}={count} = {format_gpus(count * worth(r))}"
@@ -253,26 +263,33 @@ def _max_per_pod(
     )
 
 
+def _upper_bound(view: TemplateView, worth: Callable[[str], Fraction]) -> Fraction:
+    total = Fraction(0)
+    for container in view.gpu_containers:
+        for resource in container.resources:
+            value = container.limits.get(resource, container.requests.get(resource))
+            count = parse_gpu_count(value)
+            if count:
+                total += count * worth(resource)
+    return total
+
+
 def queue_refs(obj: Mapping[str, Any], views: list[TemplateView]) -> list[QueueRef]:
     """Every queue the object names: Kueue labels, Volcano annotations, a Volcano Job's queue."""
     refs: dict[QueueRef, None] = {}
-    metadatas = [_mapping(obj.get("metadata"))] + [v.template.metadata for v in views]
+    metadatas = [as_map(obj.get("metadata"))] + [v.template.metadata for v in views]
     for metadata in metadatas:
-        label = _mapping(metadata.get("labels")).get(KUEUE_QUEUE_LABEL)
+        label = as_map(metadata.get("labels")).get(KUEUE_QUEUE_LABEL)
         if isinstance(label, str) and label:
             refs[(f"label {KUEUE_QUEUE_LABEL}", label)] = None
-        annotation = _mapping(metadata.get("annotations")).get(VOLCANO_QUEUE_ANNOTATION)
+        annotation = as_map(metadata.get("annotations")).get(VOLCANO_QUEUE_ANNOTATION)
         if isinstance(annotation, str) and annotation:
             refs[(f"annotation {VOLCANO_QUEUE_ANNOTATION}", annotation)] = None
     if workload_kind(obj) == "VolcanoJob":
-        queue = _mapping(obj.get("spec")).get("queue")
+        queue = as_map(obj.get("spec")).get("queue")
         if isinstance(queue, str) and queue:
             refs[("spec.queue", queue)] = None
     return list(refs)
-
-
-def _mapping(value: object) -> Mapping[str, Any]:
-    return value if isinstance(value, Mapping) else {}
 
 
 def _queue_isolation(
