@@ -5,12 +5,13 @@ Every text that reaches the SVG is escaped here; callers pass plain strings.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from html import escape
 
 WIDTH, HEIGHT = 760, 240
-LEFT, RIGHT, TOP, BOTTOM = 56, 150, 28, 30
+LEFT, RIGHT, TOP, BOTTOM = 56, 150, 40, 30
 MAX_POINTS = 480
 PALETTE = ("#2f6fb5", "#d9822b", "#3b9c5a", "#b5404a", "#7a5cb3", "#8c6d46", "#c457a1", "#5f6b73")
 TICK_STEPS = (600, 1800, 3600, 7200, 10800, 14400, 21600, 43200, 86400, 172800, 604800)
@@ -40,6 +41,14 @@ def _reduce(values: Sequence[float], buckets: list[tuple[int, int]]) -> list[flo
     return [sum(values[a:b]) / (b - a) for a, b in buckets]
 
 
+def nice_top(value: float) -> float:
+    """The smallest of 1, 2, 2.5, 5 x 10^k at or above `value` (1 for nothing)."""
+    if value <= 0:
+        return 1.0
+    scale = 10 ** math.floor(math.log10(value))
+    return next(step * scale for step in (1, 2, 2.5, 5, 10) if step * scale >= value)
+
+
 def _time_label(seconds: float) -> str:
     if seconds % 86400 == 0 and seconds:
         return f"{seconds / 86400:g}d"
@@ -51,7 +60,7 @@ def _time_label(seconds: float) -> str:
 def _number(value: float, percent: bool) -> str:
     if percent:
         return f"{100 * value:.0f}%"
-    return f"{value:.0f}" if value >= 10 or value == int(value) else f"{value:.1f}"
+    return f"{value:.0f}" if value == int(value) or value >= 100 else f"{value:.1f}"
 
 
 def _frame(
@@ -64,7 +73,7 @@ def _frame(
         f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {WIDTH} {HEIGHT}" '
         f'role="img" aria-label="{escape(title)}">',
         f'<text x="{LEFT}" y="16" class="title">{escape(title)}</text>',
-        f'<text x="8" y="{TOP - 6}" class="axis">{escape(y_label)}</text>',
+        f'<text x="{LEFT}" y="{TOP - 10}" class="axis">{escape(y_label)}</text>',
     ]
     for fraction in (0.0, 0.25, 0.5, 0.75, 1.0):
         y = TOP + plot_h * (1 - fraction)
@@ -124,7 +133,7 @@ def line_chart(
     xs = _reduce(times, buckets)
     reduced = [_reduce(line.values, buckets) for line in lines]
     highest = max((max(values, default=0.0) for values in reduced), default=0.0)
-    top = top if top is not None else (highest * 1.1 or 1.0)
+    top = top if top is not None else nice_top(highest)
     parts, span, start = _frame(title, xs, top, percent=percent, y_label=y_label)
     for line, values in zip(lines, reduced, strict=True):
         points = " ".join(
@@ -154,7 +163,7 @@ def stacked_chart(
     reduced = [_reduce(layer.values, buckets) for layer in layers]
     totals = [sum(column) for column in zip(*reduced, strict=True)] if reduced else [0.0] * len(xs)
     cap = _reduce(ceiling.values, buckets) if ceiling is not None else []
-    top = max([*totals, *cap, 0.0]) * 1.1 or 1.0
+    top = nice_top(max([*totals, *cap, 0.0]))
     parts, span, start = _frame(title, xs, top, percent=False, y_label=y_label)
     base = [0.0] * len(xs)
     for layer, values in zip(layers, reduced, strict=True):

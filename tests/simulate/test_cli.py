@@ -82,3 +82,18 @@ def test_an_invalid_policy_exits_2(tmp_path, capsys):
     policy.write_text("apiVersion: quotaguard.dev/v1alpha1\nkind: TenantPolicy\n")
     assert main(["simulate", "--policy", str(policy), "--trace", DAY]) == 2
     assert str(policy) in capsys.readouterr().err
+
+
+def test_the_progress_bar_draws_one_line_and_clears_it():
+    from quotaguard.commands.simulate import ProgressBar
+
+    stream = io.StringIO()
+    bar = ProgressBar(stream)
+    bar("static", 0.5)
+    bar("dynamic", 1.0)
+    bar.close()
+    frames = stream.getvalue().split("\r")[1:]
+    assert "17%" in frames[0] and "static" in frames[0]
+    assert "67%" in frames[1] and "dynamic" in frames[1]
+    assert frames[-1] == "" and frames[-2].strip() == ""
+    assert "\n" not in stream.getvalue()
