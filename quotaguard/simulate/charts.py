@@ -45,8 +45,8 @@ def nice_top(value: float) -> float:
     """The smallest of 1, 2, 2.5, 5 x 10^k at or above `value` (1 for nothing)."""
     if value <= 0:
         return 1.0
-    scale = 10 ** math.floor(math.log10(value))
-    return next(step * scale for step in (1, 2, 2.5, 5, 10) if step * scale >= value)
+    scale = 10.0 ** math.floor(math.log10(value))
+    return next(step * scale for step in (1.0, 2.0, 2.5, 5.0, 10.0) if step * scale >= value)
 
 
 def _time_label(seconds: float) -> str:
