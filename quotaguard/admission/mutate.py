@@ -19,7 +19,6 @@ from quotaguard.admission.names import (
     GPU_CLASS_HINT,
     GPU_MEMORY_HINT,
     KUEUE_QUEUE_LABEL,
-    REWRITE_HINT,
     REWRITTEN_ANNOTATION,
     TENANT_ANNOTATION,
     VOLCANO_QUEUE_ANNOTATION,
@@ -103,7 +102,7 @@ def _rewrite(
     changes: list[str] = []
     if not view.gpu_containers:
         return placement, changes
-    enabled = _rewrite_enabled(view.hints.get(REWRITE_HINT))
+    enabled = view.rewrite_enabled
     memory = _memory_hint(view, state)
     for container in view.gpu_containers:
         resources = container.resources
@@ -128,10 +127,6 @@ def _rewrite(
             changes.append(change)
             state.warnings.append(f"{change} (tenant {tenant.name}, {choice.reason})")
     return placement, changes
-
-
-def _rewrite_enabled(hint: object) -> bool:
-    return not (hint is False or (isinstance(hint, str) and hint.strip().lower() == "false"))
 
 
 def _memory_hint(view: TemplateView, state: _Mutation) -> int | None:

@@ -191,7 +191,7 @@ def _class_allowed(
         if not classes
         else f"{resource} (classes {', '.join(c.name for c in classes)})"
     )
-    if resource == PLAIN_GPU and view.hints.get(REWRITE_HINT) in ("false", False):
+    if resource == PLAIN_GPU and not view.rewrite_enabled:
         todo = f'remove the {REWRITE_HINT}: "false" annotation so the request is rewritten'
     elif resource == PLAIN_GPU:
         todo = (

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
 
+from quotaguard.admission.names import REWRITE_HINT
 from quotaguard.podspec import GPU_PREFIXES, PodTemplate, containers, pod_templates
 
 _EMPTY: Mapping[str, Any] = MappingProxyType({})
@@ -62,6 +63,12 @@ class TemplateView:
     @property
     def node_selector(self) -> Mapping[str, Any]:
         return as_map(self.template.spec.get("nodeSelector"))
+
+    @property
+    def rewrite_enabled(self) -> bool:
+        """False when the workload says `quotaguard.dev/rewrite: "false"`."""
+        hint = self.hints.get(REWRITE_HINT)
+        return not (hint is False or (isinstance(hint, str) and hint.strip().lower() == "false"))
 
 
 def template_views(obj: Mapping[str, Any], gpu_resources: frozenset[str]) -> list[TemplateView]:
