@@ -52,6 +52,11 @@ def _points(before: float, after: float, zero: str = "±0") -> str:
     return zero if abs(change) < 0.05 else f"{change:+.1f} pts"
 
 
+def _difference(before: float, after: float) -> str:
+    change = after - before
+    return "±0" if abs(change) < 0.0005 else f"{change:+.3f}"
+
+
 def _count(value: int) -> str:
     return f"{value:,}"
 
@@ -107,7 +112,7 @@ def summary_rows(static: ArmMetrics, dynamic: ArmMetrics) -> list[list[str]]:
         ["p95 wait", format_span(a.p95_wait), format_span(b.p95_wait),
          _signed_span(b.p95_wait - a.p95_wait)],
         ["Jain fairness", f"{static.jain_fairness:.3f}", f"{dynamic.jain_fairness:.3f}",
-         f"{dynamic.jain_fairness - static.jain_fairness:+.3f}"],
+         _difference(static.jain_fairness, dynamic.jain_fairness)],
         ["GPU-hours run", f"{a.gpu_seconds / HOUR:,.0f}", f"{b.gpu_seconds / HOUR:,.0f}",
          f"{(b.gpu_seconds - a.gpu_seconds) / HOUR:+,.0f}"],
         ["still waiting at end", _count(a.waiting), _count(b.waiting),
@@ -164,11 +169,11 @@ def verdict(simulation: Simulation) -> str:
             f"static, {_percent(b.utilization)} dynamic)"
         )
     if abs(b.p95_wait - a.p95_wait) < MINUTE:
-        first += f" and the p95 wait stays at {format_span(b.p95_wait)}"
+        first += f"; the p95 wait stays at {format_span(b.p95_wait)}"
     else:
-        verb = "cut" if b.p95_wait < a.p95_wait else "raise"
+        verb = "falls" if b.p95_wait < a.p95_wait else "rises"
         first += (
-            f" and {verb} the p95 wait from {format_span(a.p95_wait)} to {format_span(b.p95_wait)}"
+            f"; the p95 wait {verb} from {format_span(a.p95_wait)} to {format_span(b.p95_wait)}"
         )
     sentences.append(first + ".")
     gains = [n for n in sorted(static.tenants) if _better(static.tenants[n], dynamic.tenants[n])]
