@@ -216,8 +216,8 @@ def verdict(simulation: Simulation) -> str:
         sentences.append(
             f"{capped.tenant} had {capped.class_name} work waiting for "
             f"{format_span(capped.seconds)} while at its max of {capped.max}, with "
-            f"{capped.idle_units:.0f} {capped.class_name} idle on average meanwhile: "
-            "raising that max would put them to work."
+            f"{capped.idle_units:.0f} distributable {capped.class_name} idle on average "
+            "meanwhile: raising that max would put them to work."
         )
     rules = simulation.denial_rules()
     if rules:

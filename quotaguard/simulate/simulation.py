@@ -27,7 +27,7 @@ class Capped:
     class_name: str
     max: int
     seconds: float  # sampled time spent so
-    idle_units: float  # mean units of the class free on the cluster meanwhile
+    idle_units: float  # mean distributable units of the class nobody used meanwhile
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,33 +59,33 @@ class Simulation:
         return sorted(counts.items(), key=lambda item: (-item[1], item[0]))
 
     def capped(self, arm: ArmName = "dynamic") -> list[Capped]:
-        """Where a tenant's max, not capacity, kept its work waiting (longest first)."""
+        """Where a tenant's max, not capacity, kept its work waiting (longest first): samples
+        with work of the tenant waiting for a class, its queue at its max, and distributable
+        units of the class idle."""
         series = self.runs[arm].series
-        units = self.setup.units
         found = []
-        for tenant in self.policy.spec.tenants:
-            for class_name, quota in tenant.quota.items():
-                if quota.max is None or class_name not in units:
+        for class_name, row in self.setup.capacity.items():
+            rows = [usage[class_name] for usage in series.usage.values() if class_name in usage]
+            used_all = [sum(column) for column in zip(*rows, strict=True)]
+            for tenant in self.policy.spec.tenants:
+                quota = tenant.quota.get(class_name)
+                usage = series.usage.get(tenant.name, {}).get(class_name)
+                waiting = series.waiting_units.get(tenant.name, {}).get(class_name)
+                if quota is None or quota.max is None or usage is None or waiting is None:
                     continue
-                usage = series.usage.get(tenant.name, {}).get(class_name, [])
-                waiting = series.waiting_units.get(tenant.name, {}).get(class_name, [])
-                used_all = [
-                    sum(series.usage[t].get(class_name, [0] * len(usage))[i] for t in series.usage)
-                    for i in range(len(usage))
+                idle = [
+                    row.distributable - total
+                    for used, pending, total in zip(usage, waiting, used_all, strict=True)
+                    if pending > 0 and used >= quota.max and row.distributable > total
                 ]
-                moments = [
-                    units[class_name] - used_all[i]
-                    for i in range(len(usage))
-                    if waiting[i] > 0 and usage[i] >= quota.max
-                ]
-                if moments:
+                if idle:
                     found.append(
                         Capped(
                             tenant=tenant.name,
                             class_name=class_name,
                             max=quota.max,
-                            seconds=len(moments) * self.setup.interval,
-                            idle_units=sum(moments) / len(moments),
+                            seconds=len(idle) * self.setup.interval,
+                            idle_units=sum(idle) / len(idle),
                         )
                     )
         return sorted(found, key=lambda c: (-c.seconds, c.tenant, c.class_name))

@@ -159,3 +159,21 @@ def test_jain_index_and_percentile():
 )
 def test_waits_read_like_people_say_them(seconds, text):
     assert format_span(seconds) == text
+
+
+def test_the_verdict_names_a_max_that_keeps_work_waiting_beside_idle_gpus(policy):
+    nodes = "".join(
+        f"  - {{name: gpu-{n}, labels: {{nvidia.com/gpu.product: NVIDIA-H100-80GB-HBM3}}, "
+        'allocatable: {nvidia.com/gpu: "8"}}\n'
+        for n in range(8)
+    )
+    text = (
+        f"horizon: 2h\nnodes:\n{nodes}workloads:\n"
+        f"  - {{at: 0, duration: 3h, namespace: training, count: 7, pod: {TRAINING_8}}}\n"
+    )
+    result = simulate(policy, load_trace_text(text, "t.yaml"))
+    (capped,) = result.capped()
+    assert (capped.tenant, capped.class_name, capped.max) == ("training", "h100", 48)
+    assert capped.seconds == 2 * 3600
+    assert capped.idle_units == 60 - 48  # distributable: 95% of 64, rounded down
+    assert "training had h100 work waiting for 2h00m while at its max of 48" in verdict(result)
