@@ -16,7 +16,7 @@ from quotaguard.tlsreload import ReloadingCertificate
 from .conftest import Certificates, Client, LiveServer
 
 SETTINGS = settings(
-    max_examples=150,
+    max_examples=100,
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
@@ -240,7 +240,7 @@ def test_random_json(live: tuple[Client, LiveServer], value: Any, path: str) -> 
     assert_answered(live[0], path, json.dumps(value).encode())
 
 
-@SETTINGS
+@settings(SETTINGS, max_examples=150)
 @given(review=reviews, path=st.sampled_from(["/mutate", "/validate"]))
 def test_admission_review_shaped_junk(
     live: tuple[Client, LiveServer], review: Any, path: str

@@ -48,27 +48,22 @@ def test_invalid_policy_at_start_exits_2_naming_file_line_column(tmp_path: Path)
     assert stderr.startswith(f"{policy}:5:"), stderr
 
 
-def test_missing_tls_files_exit_2(policy_file: Path, tmp_path: Path) -> None:
-    process = quotaguard(
-        "serve",
-        "--policy",
-        str(policy_file),
-        "--components",
-        "webhook",
-        "--tls-cert-file",
-        str(tmp_path / "tls.crt"),
-        "--tls-key-file",
-        str(tmp_path / "tls.key"),
-        "--http-port",
-        "0",
-        "--webhook-port",
-        "0",
-        "--bind-address",
-        "127.0.0.1",
-    )
-    _, stderr = process.communicate(timeout=30)
-    assert process.returncode == 2
-    assert stderr.strip().splitlines()[-1].startswith(f"quotaguard serve: {tmp_path / 'tls.crt'}:")
+def test_missing_tls_files_are_a_startup_error(policy_file: Path, tmp_path: Path) -> None:
+    def options(cert: str | None, key: str | None) -> ServeOptions:
+        return ServeOptions(
+            policy=str(policy_file),
+            components=("webhook",),
+            http_port=0,
+            webhook_port=0,
+            tls_cert_file=cert,
+            tls_key_file=key,
+        )
+
+    with pytest.raises(StartupError, match="needs --tls-cert-file and --tls-key-file"):
+        asyncio.run(serve(options(None, None), handle_signals=False))
+    missing = options(str(tmp_path / "tls.crt"), str(tmp_path / "tls.key"))
+    with pytest.raises(StartupError, match=f"^{tmp_path / 'tls.crt'}: No such file"):
+        asyncio.run(serve(missing, handle_signals=False))
 
 
 def test_unknown_or_absent_components_are_startup_errors(monkeypatch: pytest.MonkeyPatch) -> None:
