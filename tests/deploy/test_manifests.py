@@ -107,7 +107,9 @@ def test_no_wildcard_in_any_rbac_rule(build: list[Manifest]) -> None:
 
 
 @needs_kubectl
-@pytest.mark.parametrize("components", [["cert-manager"], ["pilot"], ["manage-queues"]])
+@pytest.mark.parametrize(
+    "components", [["cert-manager"], ["pilot"], ["manage-queues"], ["prometheus"]]
+)
 def test_no_wildcard_with_any_component(tmp_path: Path, components: list[str]) -> None:
     docs = kustomize(overlay(tmp_path / "o", components))
     for where, rule in rbac_rules(docs):
@@ -458,6 +460,21 @@ def test_manage_queues_adds_create_on_queues_only(tmp_path: Path) -> None:
         ("kueue.x-k8s.io", "clusterqueues", "create"),
         ("scheduling.volcano.sh", "queues", "create"),
     }
+
+
+@needs_kubectl
+def test_prometheus_scrapes_both_deployments_on_their_http_port(tmp_path: Path) -> None:
+    docs = kustomize(overlay(tmp_path / "o", ["prometheus"]))
+    monitor = one(docs, "PodMonitor", "quotaguard")
+    (endpoint,) = monitor["spec"]["podMetricsEndpoints"]
+    requirements = monitor["spec"]["selector"]["matchExpressions"]
+    for name in ("quotaguard-webhook", "quotaguard-controller"):
+        template = deployment(docs, name)["spec"]["template"]
+        labels = template["metadata"]["labels"]
+        assert all(labels.get(r["key"]) in r["values"] for r in requirements), name
+        (container,) = template["spec"]["containers"]
+        assert endpoint["port"] in {p["name"] for p in container["ports"]}
+    assert endpoint["path"] == "/metrics"
 
 
 # ---- samples --------------------------------------------------------------------------------
