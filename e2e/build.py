@@ -36,7 +36,10 @@ STAGING_MODULES: tuple[str, ...] = (
     "kubelet", "metrics", "mount-utils", "pod-security-admission", "sample-apiserver",
     "sample-cli-plugin", "sample-controller", "streaming",
 )
-K8S_COMMANDS: tuple[str, ...] = ("kube-apiserver", "kube-controller-manager", "kube-scheduler")
+# kubectl is built too (about 40 s more on top of the three servers, it shares most packages)
+# so the client matches the server instead of whatever version happens to be on PATH.
+K8S_COMMANDS: tuple[str, ...] = ("kube-apiserver", "kube-controller-manager", "kube-scheduler",
+                                 "kubectl")
 ETCD_VERSION = "v3.6.16"
 KWOK_VERSION = "v0.8.0"
 KUEUE_VERSION = "v0.17.0"
@@ -279,19 +282,6 @@ def copy_crds(layout: Layout, *, force: bool) -> list[str]:
     return failed
 
 
-def working_kubectl() -> Path | None:
-    """A kubectl on PATH (or $QUOTAGUARD_E2E_KUBECTL) that answers `version --client`."""
-    candidate = os.environ.get("QUOTAGUARD_E2E_KUBECTL") or shutil.which("kubectl")
-    if not candidate:
-        return None
-    try:
-        proc = subprocess.run([candidate, "version", "--client"], capture_output=True,
-                              timeout=30, check=False)
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    return Path(candidate) if proc.returncode == 0 else None
-
-
 # --------------------------------------------------------------------------------------------
 # Entry points
 
@@ -299,8 +289,8 @@ def working_kubectl() -> Path | None:
 def toolchain(layout: Layout | None = None) -> Toolchain:
     """Where the toolchain is (or would be); check `.missing()` before using it."""
     layout = layout or Layout(cache_dir())
-    built_kubectl = layout.binary("kubectl")
-    kubectl = built_kubectl if built_kubectl.exists() else working_kubectl() or built_kubectl
+    override = os.environ.get("QUOTAGUARD_E2E_KUBECTL")
+    kubectl = Path(override) if override else layout.binary("kubectl")
     return Toolchain(
         kube_apiserver=layout.binary("kube-apiserver"),
         kube_controller_manager=layout.binary("kube-controller-manager"),
@@ -313,16 +303,12 @@ def toolchain(layout: Layout | None = None) -> Toolchain:
     )
 
 
-def ensure_toolchain(*, force: bool = False, build_kubectl: bool = False,
-                     log: bool = True) -> Toolchain:
+def ensure_toolchain(*, force: bool = False, log: bool = True) -> Toolchain:
     """Build whatever is missing or stale and return the toolchain. Raises BuildError."""
     layout = Layout(cache_dir())
     layout.root.mkdir(parents=True, exist_ok=True)
     if shutil.which("go") is None:
         raise BuildError("no `go` on PATH: the e2e toolchain needs Go >= 1.26")
-    commands = list(K8S_COMMANDS)
-    if build_kubectl or working_kubectl() is None:
-        commands.append("kubectl")
     timings: dict[str, float] = {}
 
     def step(name: str, fn: Callable[[], object]) -> None:
@@ -339,7 +325,7 @@ def ensure_toolchain(*, force: bool = False, build_kubectl: bool = False,
     step("kwok-stages", lambda: write_kwok_stages(layout, force=force))
     step("etcd", lambda: build_etcd(layout, force=force))
     step("kwok", lambda: build_kwok(layout, force=force))
-    step("kubernetes", lambda: build_kubernetes(layout, commands=commands, force=force))
+    step("kubernetes", lambda: build_kubernetes(layout, commands=K8S_COMMANDS, force=force))
     record = {"at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "go": go_version(),
               "nproc": os.cpu_count(), "seconds": timings, "optional_failures": failed}
     with (layout.root / "build-times.jsonl").open("a") as fh:
@@ -354,8 +340,6 @@ def main(argv: Sequence[str] | None = None) -> int:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--check", action="store_true", help="build nothing; exit 1 if missing")
     parser.add_argument("--force", action="store_true", help="rebuild even when stamps match")
-    parser.add_argument("--kubectl", action="store_true",
-                        help="build kubectl too, even when one is on PATH")
     args = parser.parse_args(argv)
     if args.check:
         tc = toolchain()
@@ -366,7 +350,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1 if missing else 0
     start = time.monotonic()
     try:
-        tc = ensure_toolchain(force=args.force, build_kubectl=args.kubectl)
+        tc = ensure_toolchain(force=args.force)
     except BuildError as err:
         print(f"[e2e.build] FAILED: {err}", file=sys.stderr)
         return 1
