@@ -24,6 +24,8 @@ from quotaguard.controller.trim import (
 from quotaguard.controller.watch import ListCall, ResourceKind
 from quotaguard.policy.model import TenantPolicy
 
+TERMINATED_PODS_EXCLUDED = "status.phase!=Succeeded,status.phase!=Failed"
+
 
 @dataclass(frozen=True)
 class Source:
@@ -53,6 +55,8 @@ def wanted_sources(
                 clients.core.list_pod_for_all_namespaces,
                 pod_trimmer(gpu_resources),
                 keep_line=pod_line_filter(gpu_resources),
+                # finished pods hold nothing; on big clusters they are most of the list
+                field_selector=TERMINATED_PODS_EXCLUDED,
             ),
             ("v1", gpu_resources),
         ),

@@ -67,6 +67,8 @@ class ResourceKind:
     list_call: ListCall
     trim: Trim
     keep_line: Callable[[bytes], bool] | None = None
+    # Server-side filter for list and watch (an object leaving it is reported as DELETED).
+    field_selector: str | None = None
 
 
 class Gone(Exception):
@@ -228,6 +230,8 @@ class Watch:
             }
             if continue_token:
                 kwargs["_continue"] = continue_token
+            if self.kind.field_selector:
+                kwargs["field_selector"] = self.kind.field_selector
             body = self._read(kwargs)
             for raw in body.get("items") or ():
                 trimmed = self.kind.trim(raw)
@@ -255,6 +259,8 @@ class Watch:
             "_preload_content": False,
             "_request_timeout": (settings.connect_timeout, settings.watch_timeout_seconds + 30),
         }
+        if self.kind.field_selector:
+            kwargs["field_selector"] = self.kind.field_selector
         response = self._open(kwargs)
         self._response = response
         self.stats.watches += 1
@@ -277,7 +283,7 @@ class Watch:
             # replays only events that change nothing.
             self.stats.skipped_lines += 1
             return
-        event = json.loads(line)
+        event = json.loads(line.decode("utf-8", "replace"))
         event_type = event.get("type")
         obj = event.get("object") or {}
         if event_type == "ERROR":
@@ -308,7 +314,8 @@ class Watch:
     def _read(self, kwargs: dict[str, Any]) -> JsonObject:
         response = self._open(kwargs)
         try:
-            body: JsonObject = json.loads(response.data)
+            # decoding first is faster than json.loads(bytes), which detects the encoding
+            body: JsonObject = json.loads(response.data.decode("utf-8", "replace"))
         finally:
             _close(response)
         return body

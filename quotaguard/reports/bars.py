@@ -5,6 +5,7 @@ Every text that reaches the SVG is escaped here; callers pass plain strings.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from html import escape
@@ -17,6 +18,14 @@ LEFT, RIGHT, TOP, BOTTOM = 44, 120, 28, 34
 class Series:
     label: str
     color: str
+
+
+def nice_top(highest: float) -> float:
+    """The smallest 1, 2, 2.5 or 5 x 10^k at or above `highest` (round axis labels)."""
+    if highest <= 0:
+        return 1.0
+    scale = 10.0 ** math.floor(math.log10(highest))
+    return next(step * scale for step in (1, 2, 2.5, 5, 10) if step * scale >= highest)
 
 
 def _number(value: float) -> str:
@@ -38,7 +47,7 @@ def grouped_bars(
     highest = max(
         [v for _, values in groups for v in values] + [m for m in markers if m is not None] + [0.0]
     )
-    top = highest * 1.1 or 1.0
+    top = nice_top(highest)
     parts = [
         f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {WIDTH} {HEIGHT}" '
         f'role="img" aria-label="{escape(title)}">',
