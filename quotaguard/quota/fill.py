@@ -71,10 +71,16 @@ def water_fill(
     if sum(floors) >= budget:
         return list(floors)
     level = fill_level(floors, caps, weights, budget)
-    exact = [min(max(level * weights[i], floors[i]), caps[i]) for i in range(count)]
-    parts = [min(max(math.floor(value), floors[i]), caps[i]) for i, value in enumerate(exact)]
+    exact = [
+        low if (x := level * w) < low else high if x > high else x
+        for w, low, high in zip(weights, floors, caps, strict=True)
+    ]
+    # floor() of a value within [low, high] stays there: both bounds are whole numbers.
+    parts = [math.floor(value) for value in exact]
     left = budget - sum(parts)
-    order = sorted(range(count), key=lambda i: (parts[i] - exact[i], i))
+    # Largest remainder first; the sort is stable, so ties keep the lower index first.
+    shortfall = [part - value for part, value in zip(parts, exact, strict=True)]
+    order = sorted(range(count), key=shortfall.__getitem__)
     # Floating point may leave the floors a unit or two away from the budget either way; walk
     # the largest remainders (then the smallest) until the sum is exact.
     while left > 0:

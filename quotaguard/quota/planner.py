@@ -21,19 +21,22 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import NamedTuple
 
-from quotaguard.policy.model import ClassQuota, GpuClass, Rebalance, Tenant, TenantPolicy
+from quotaguard.policy.model import ClassQuota, Rebalance, Tenant, TenantPolicy
 from quotaguard.quota.capacity import ClassCapacity
 from quotaguard.quota.demand import ClassDemand, Demand
 from quotaguard.quota.fill import apportion, water_fill
 from quotaguard.quota.queues import QueueState
 
 NO_DEMAND = ClassDemand()
+NO_QUOTA = ClassQuota()
 
 
-@dataclass(frozen=True, slots=True)
-class ClassPlan:
+class ClassPlan(NamedTuple):
+    """One tenant's quota for one class (a tuple: thousands are built per plan)."""
+
     class_name: str
     resource: str
     flavor: str
@@ -104,138 +107,167 @@ def step_limit(baseline: int, rebalance: Rebalance) -> int:
     )
 
 
+@dataclass(frozen=True, slots=True)
+class _Members:
+    """Who takes part in one class, by tenant name, and their quotas: fixed by the policy."""
+
+    indexes: tuple[int, ...]  # into the policy's tenants sorted by name
+    guaranteed: tuple[int, ...]  # capped at max
+    caps: tuple[int | None, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class _Participation:
+    policy: TenantPolicy
+    tenants: list[Tenant]  # sorted by name
+    by_class: dict[str, _Members]
+
+
+_last: list[_Participation] = []
+
+
+def _participation(policy: TenantPolicy) -> _Participation:
+    """Participation per class, computed once per policy (the controller plans every interval
+    with the same frozen policy)."""
+    if _last and _last[0].policy is policy:
+        return _last[0]
+    tenants = sorted(policy.spec.tenants, key=lambda t: t.name)
+    by_class = {}
+    for gpu_class in policy.spec.gpu_classes:
+        taking_part = [
+            (index, quota)
+            for index, tenant in enumerate(tenants)
+            if (quota := quota_of(tenant, gpu_class.name)) is not None
+        ]
+        by_class[gpu_class.name] = _Members(
+            tuple(index for index, _ in taking_part),
+            tuple(
+                q.guaranteed if q.max is None else min(q.guaranteed, q.max) for _, q in taking_part
+            ),
+            tuple(q.max for _, q in taking_part),
+        )
+    found = _Participation(policy, tenants, by_class)
+    _last[:] = [found]
+    return found
+
+
 @dataclass(slots=True)
-class _Row:
-    tenant: str
-    guaranteed: int
-    configured: int
-    cap: int | None
-    demand: ClassDemand
-    weight: float
-    baseline: int | None
-    target: int = 0
-    nominal: int = 0
-    notes: str = ""
+class _Class:
+    """One class being planned: parallel lists, one entry per participating tenant."""
+
+    budget: int
+    names: list[str]
+    configured: Sequence[int]
+    guaranteed: Sequence[int]
+    caps: Sequence[int | None]
+    weights: list[float]
+    demand: list[ClassDemand]
+    baselines: list[int | None]
+    scaled: str = ""
+    targets: list[int] = field(default_factory=list)
+    nominal: list[int] = field(default_factory=list)
+    notes: dict[int, str] = field(default_factory=dict)
 
 
-def _targets(rows: Sequence[_Row], budget: int) -> None:
+def _targets(rows: _Class) -> None:
     """Steps 2 and 3: water-filling of demand, then of idle capacity, up to each max."""
-    floors = [row.guaranteed for row in rows]
-    weights = [row.weight for row in rows]
-    caps = [budget if row.cap is None else row.cap for row in rows]
+    budget = rows.budget
+    caps = [budget if cap is None else cap for cap in rows.caps]
     wants = [
-        min(max(row.demand.total, row.guaranteed), cap) for row, cap in zip(rows, caps, strict=True)
+        low if (total := d.usage + d.pending) < low else high if total > high else total
+        for d, low, high in zip(rows.demand, rows.guaranteed, caps, strict=True)
     ]
-    served = water_fill(floors, wants, weights, budget)
+    served = water_fill(rows.guaranteed, wants, rows.weights, budget)
     if sum(served) < budget:
-        served = water_fill(served, caps, weights, budget)
-    for row, amount in zip(rows, served, strict=True):
-        row.target = amount
+        served = water_fill(served, caps, rows.weights, budget)
+    rows.targets = served
 
 
-def _hysteresis(rows: Sequence[_Row], budget: int, rebalance: Rebalance) -> None:
+def _hysteresis(rows: _Class, rebalance: Rebalance) -> None:
     """Step 4: bounded moves from the baseline, then restore invariants 2 and 1."""
     percent = f"{rebalance.max_step_percent:g}"
-    for row in rows:
-        baseline, target = row.baseline, row.target
-        if baseline is None:
-            row.nominal = target
+    min_change, fraction = rebalance.min_change, rebalance.max_step_percent / 100
+    least = max(min_change, 1)
+    nominal = list(rows.targets)
+    notes = rows.notes
+    for i, baseline in enumerate(rows.baselines):
+        target = nominal[i]
+        if baseline is None or baseline == target:  # targets keep invariant 2 already
             continue
         change = target - baseline
-        limit = step_limit(baseline, rebalance)
-        if change and abs(change) < rebalance.min_change:
-            row.nominal = baseline
-            row.notes = f"held: change {abs(change)} below minChange {rebalance.min_change}"
+        limit = max(least, math.floor(baseline * fraction + 1e-9))  # as step_limit()
+        if abs(change) < min_change:
+            nominal[i] = baseline
+            notes[i] = f"held: change {abs(change)} below minChange {min_change}"
         elif abs(change) > limit:
-            row.nominal = baseline + (limit if change > 0 else -limit)
-            row.notes = f"step limited to {percent}% (target {target})"
-        else:
-            row.nominal = target
-        if row.nominal < row.guaranteed:
-            row.nominal = row.guaranteed
-            row.notes = f"raised to guarantee {row.guaranteed}"
-        elif row.cap is not None and row.nominal > row.cap:
-            row.nominal = row.cap
-            row.notes = f"lowered to max {row.cap}"
-    excess = sum(row.nominal for row in rows) - budget
-    if excess <= 0:
-        return
-    # Hold increases back first: that keeps every move within its limits.
-    rising = [
-        row
-        for row in rows
-        if row.baseline is not None and row.nominal > max(row.baseline, row.guaranteed)
-    ]
-    room = [row.nominal - max(row.baseline or 0, row.guaranteed) for row in rising]
-    cuts = apportion(min(excess, sum(room)), room)
-    for row, cut in zip(rising, cuts, strict=True):
+            nominal[i] = baseline + (limit if change > 0 else -limit)
+            notes[i] = f"step limited to {percent}% (target {target})"
+        cap = rows.caps[i]
+        if nominal[i] < rows.guaranteed[i]:
+            nominal[i] = rows.guaranteed[i]
+            notes[i] = f"raised to guarantee {rows.guaranteed[i]}"
+        elif cap is not None and nominal[i] > cap:
+            nominal[i] = cap
+            notes[i] = f"lowered to max {cap}"
+    rows.nominal = nominal
+    if sum(nominal) > rows.budget:
+        _fit_capacity(rows, rebalance)
+
+
+def _fit_capacity(rows: _Class, rebalance: Rebalance) -> None:
+    """Restore invariant 1 after bounded moves: hold increases back first (that keeps every
+    move within its limits), then lower what is still above its target beyond the step."""
+    nominal, budget = rows.nominal, rows.budget
+    excess = sum(nominal) - budget
+    floors = {
+        i: max(baseline, rows.guaranteed[i])
+        for i, baseline in enumerate(rows.baselines)
+        if baseline is not None and nominal[i] > max(baseline, rows.guaranteed[i])
+    }
+    rising = sorted(floors)
+    room = [nominal[i] - floors[i] for i in rising]
+    for i, cut in zip(rising, apportion(min(excess, sum(room)), room), strict=True):
         if not cut:
             continue
-        row.nominal -= cut
-        if 0 < row.nominal - (row.baseline or 0) < rebalance.min_change:
-            row.nominal = max(row.baseline or 0, row.guaranteed)
-        row.notes = f"increase held back: capacity {budget} in use (target {row.target})"
-    excess = sum(row.nominal for row in rows) - budget
+        nominal[i] -= cut
+        if 0 < nominal[i] - (rows.baselines[i] or 0) < rebalance.min_change:
+            nominal[i] = floors[i]
+        rows.notes[i] = f"increase held back: capacity {budget} in use (target {rows.targets[i]})"
+    excess = sum(nominal) - budget
     if excess <= 0:
         return
-    falling = [row for row in rows if row.nominal > row.target]
-    room = [row.nominal - row.target for row in falling]
-    for row, cut in zip(falling, apportion(excess, room), strict=True):
+    falling = [i for i, amount in enumerate(nominal) if amount > rows.targets[i]]
+    room = [nominal[i] - rows.targets[i] for i in falling]
+    for i, cut in zip(falling, apportion(excess, room), strict=True):
         if cut:
-            row.nominal -= cut
-            row.notes = f"lowered beyond step to fit capacity {budget}"
+            nominal[i] -= cut
+            rows.notes[i] = f"lowered beyond step to fit capacity {budget}"
 
 
-def _reason(row: _Row, scaled: str) -> str:
-    parts = [scaled] if scaled and row.configured > row.guaranteed else []
-    demand, nominal = row.demand, row.target
-    if demand.total > nominal:
-        if row.cap is not None and nominal >= row.cap:
-            parts.append(f"demand {demand.total} capped at max {row.cap}")
-        elif demand.pending and demand.usage <= nominal:
-            parts.append(f"pending demand {demand.pending} above nominal; share by weight")
+def _reason(rows: _Class, i: int) -> str:
+    parts = [rows.scaled] if rows.scaled and rows.configured[i] > rows.guaranteed[i] else []
+    demand, target, cap = rows.demand[i], rows.targets[i], rows.caps[i]
+    usage, pending = demand.usage, demand.pending
+    total = usage + pending
+    if total > target:
+        if cap is not None and target >= cap:
+            parts.append(f"demand {total} capped at max {cap}")
+        elif pending and usage <= target:
+            parts.append(f"pending demand {pending} above nominal; share by weight")
         else:
-            parts.append(f"usage {demand.usage} above nominal; share by weight")
-    elif demand.total == nominal:
-        parts.append(f"demand {demand.total} met" if demand.total else "no demand")
-    elif nominal == row.guaranteed:
-        parts.append(f"guarantee {row.guaranteed} kept; demand {demand.total}")
+            parts.append(f"usage {usage} above nominal; share by weight")
+    elif total == target:
+        parts.append(f"demand {total} met" if total else "no demand")
+    elif target == rows.guaranteed[i]:
+        parts.append(f"guarantee {target} kept; demand {total}")
     else:
-        parts.append(f"idle capacity lendable by weight; demand {demand.total}")
-    if row.notes:
-        parts.append(row.notes)
-    if demand.usage > row.nominal:
-        parts.append(f"over quota by {demand.usage - row.nominal} until admitted work finishes")
+        parts.append(f"idle capacity lendable by weight; demand {total}")
+    note = rows.notes.get(i)
+    if note:
+        parts.append(note)
+    if usage > rows.nominal[i]:
+        parts.append(f"over quota by {usage - rows.nominal[i]} until admitted work finishes")
     return "; ".join(parts)
-
-
-def _class_rows(
-    policy: TenantPolicy,
-    gpu_class: GpuClass,
-    demand: Demand,
-    weights: Mapping[str, float],
-    baselines: Mapping[str, Mapping[str, int]],
-) -> list[_Row]:
-    rows = []
-    for tenant in policy.spec.tenants:
-        quota = quota_of(tenant, gpu_class.name)
-        if quota is None:
-            continue
-        cap = quota.max
-        guaranteed = quota.guaranteed if cap is None else min(quota.guaranteed, cap)
-        rows.append(
-            _Row(
-                tenant=tenant.name,
-                guaranteed=guaranteed,
-                configured=guaranteed,
-                cap=cap,
-                demand=demand.get(tenant.name, {}).get(gpu_class.name, NO_DEMAND),
-                weight=weights.get(tenant.name, tenant.weight),
-                baseline=baselines.get(tenant.name, {}).get(gpu_class.name),
-            )
-        )
-    rows.sort(key=lambda row: row.tenant)
-    return rows
 
 
 def _baselines(
@@ -271,62 +303,69 @@ def plan(
     """
     rebalance = policy.spec.rebalance
     weights = weights or {}
-    baselines = _baselines(current, previous)
-    per_tenant: dict[str, list[ClassPlan]] = {t.name: [] for t in policy.spec.tenants}
-    rows_of_classes: list[ClassCapacity] = []
+    participation = _participation(policy)
+    tenants = participation.tenants
+    names = [tenant.name for tenant in tenants]
+    tenant_weights = [weights.get(tenant.name, tenant.weight) for tenant in tenants]
+    demands = [demand.get(name) or {} for name in names]
+    all_baselines = _baselines(current, previous)
+    baselines = [all_baselines.get(name) or {} for name in names]
+    per_tenant: list[list[ClassPlan]] = [[] for _ in tenants]
     problems: list[str] = []
+    capacities: list[ClassCapacity] = []
     for gpu_class in policy.spec.gpu_classes:
-        cap = capacity.get(gpu_class.name) or ClassCapacity(
-            gpu_class.name, gpu_class.resource, 0, 0, 0
-        )
-        rows_of_classes.append(cap)
-        rows = _class_rows(policy, gpu_class, demand, weights, baselines)
-        if not rows:
+        class_name = gpu_class.name
+        cap = capacity.get(class_name) or ClassCapacity(class_name, gpu_class.resource, 0, 0, 0)
+        capacities.append(cap)
+        members = participation.by_class[class_name]
+        if not members.indexes:
             continue
-        budget = cap.distributable
-        guarantees = sum(row.guaranteed for row in rows)
-        scaled = ""
-        if guarantees > budget:
-            scaled = f"guarantee scaled: capacity {budget} < guarantees {guarantees}"
-            problems.append(f"{gpu_class.name}: {scaled}")
-            parts = apportion(budget, [row.guaranteed for row in rows])
-            for row, part in zip(rows, parts, strict=True):
-                row.guaranteed = part
-        _targets(rows, budget)
-        _hysteresis(rows, budget, rebalance)
-        for row in rows:
-            per_tenant[row.tenant].append(
+        indexes = members.indexes
+        rows = _Class(
+            budget=cap.distributable,
+            names=[names[i] for i in indexes],
+            configured=members.guaranteed,
+            guaranteed=members.guaranteed,
+            caps=members.caps,
+            weights=[tenant_weights[i] for i in indexes],
+            demand=[demands[i].get(class_name, NO_DEMAND) for i in indexes],
+            baselines=[baselines[i].get(class_name) for i in indexes],
+        )
+        guarantees = sum(rows.guaranteed)
+        if guarantees > rows.budget:
+            rows.scaled = f"guarantee scaled: capacity {rows.budget} < guarantees {guarantees}"
+            problems.append(f"{class_name}: {rows.scaled}")
+            rows.guaranteed = apportion(rows.budget, rows.guaranteed)
+        _targets(rows)
+        _hysteresis(rows, rebalance)
+        flavor, resource = gpu_class.flavor, gpu_class.resource
+        for i, index in enumerate(indexes):
+            row_demand = rows.demand[i]
+            per_tenant[index].append(
                 ClassPlan(
-                    class_name=gpu_class.name,
-                    resource=gpu_class.resource,
-                    flavor=gpu_class.flavor,
-                    guaranteed=row.guaranteed,
-                    configured_guarantee=row.configured,
-                    max=row.cap,
-                    nominal=row.nominal,
-                    target=row.target,
-                    usage=row.demand.usage,
-                    pending=row.demand.pending,
-                    reason=_reason(row, scaled),
+                    class_name,
+                    resource,
+                    flavor,
+                    rows.guaranteed[i],
+                    rows.configured[i],
+                    rows.caps[i],
+                    rows.nominal[i],
+                    rows.targets[i],
+                    row_demand.usage,
+                    row_demand.pending,
+                    _reason(rows, i),
                 )
             )
-    tenants = tuple(
-        TenantPlan(
-            name=tenant.name,
-            queue=tenant.queue,
-            base_weight=tenant.weight,
-            weight=weights.get(tenant.name, tenant.weight),
-            classes=tuple(per_tenant[tenant.name]),
-        )
-        for tenant in sorted(policy.spec.tenants, key=lambda t: t.name)
-    )
     return Plan(
         policy=policy.name,
         cohort=policy.cohort,
         backend=policy.spec.backend,
         mode=rebalance.mode,
-        classes=tuple(rows_of_classes),
-        tenants=tenants,
+        classes=tuple(capacities),
+        tenants=tuple(
+            TenantPlan(tenant.name, tenant.queue, tenant.weight, weight, tuple(rows))
+            for tenant, weight, rows in zip(tenants, tenant_weights, per_tenant, strict=True)
+        ),
         flavors={c.name: (c.flavor, c.resource) for c in policy.spec.gpu_classes},
         problems=tuple(problems),
     )
