@@ -296,6 +296,8 @@ class Controller:
         self.status.intervals += 1
         self.history.resize(points_for_span(self.interval(policy)))
         if mode == "off":
+            if self.watches:
+                await asyncio.to_thread(self.close)  # nothing reads them until mode changes
             CONTROLLER_INTERVALS.labels(outcome="off").inc()
             return "off"
         reason = await self._staleness(policy)

@@ -347,6 +347,19 @@ def test_off_does_nothing_at_all(server):
     assert server.calls == []
 
 
+def test_switching_off_stops_the_watches(server):
+    controller = make_controller(server, mode="recommend")
+
+    async def body(c: Controller) -> None:
+        await synced_interval(c)
+        watches = list(c.watches.values())
+        c.settings.mode = "off"
+        assert await c.run_interval() == "off"
+        assert c.watches == {} and all(w.stopped for w in watches)
+
+    run(controller, body)
+
+
 def test_missing_queues_are_created_only_with_manage_queues(server):
     server.delete(CQ, "notebooks")
     controller = make_controller(server)
@@ -426,3 +439,44 @@ def test_volcano_backend_writes_queue_fields():
         "nvidia.com/gpu.shared": "0",
     }
     assert training["reclaimable"] is True
+
+
+def test_manage_queues_creates_what_is_missing(server):
+    server.delete(CQ, "notebooks")
+    text = POLICY_TEXT.replace("MODE", "apply").replace(
+        "usableCapacityPercent: 100}", "usableCapacityPercent: 100, manageQueues: true}"
+    )
+    settings = ControllerSettings(
+        leader_election=False,
+        watch_settings=lambda: WatchSettings(backoff=Backoff(base=0.001, cap=0.005)),
+    )
+    controller = Controller(load_policy_text(text, "manage.yaml"), fake_clients(server), settings)
+
+    async def body(c: Controller) -> None:
+        await synced_interval(c)
+        await settle(server, c)
+        await c.run_interval()
+
+    run(controller, body)
+    created = server.get(CQ, "notebooks")
+    assert created["metadata"]["labels"] == {"app.kubernetes.io/managed-by": "quotaguard"}
+    assert created["spec"]["namespaceSelector"] == {}
+    assert created["spec"]["cohortName"] == "pool"
+    assert (
+        gpu_quotas({"spec": {"resourceGroups": [None, *created["spec"]["resourceGroups"]]}})[
+            ("shared", "nvidia.com/gpu.shared")
+        ]["nominalQuota"]
+        == "8"
+    )
+    flavors = server.objects["kueue.x-k8s.io/v1beta2/resourceflavors"]
+    assert sorted(name for _, name in flavors) == ["h100", "mig", "shared"]
+    assert flavors[(None, "h100")]["spec"] == {"nodeLabels": {"product": "h100"}}
+    local = server.objects["kueue.x-k8s.io/v1beta2/localqueues"]
+    assert sorted(local) == [
+        ("inference", "inference"),
+        ("notebooks", "notebooks"),
+        ("training", "training"),
+    ]
+    assert local[("training", "training")]["spec"] == {"clusterQueue": "training"}
+    # created once: the second interval creates nothing more
+    assert len(server.writes("create")) == 3 + 3 + 1
