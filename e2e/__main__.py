@@ -15,20 +15,26 @@ from e2e.cluster import Cluster, mig_node, shared_gpu_node, whole_gpu_node
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m e2e", description=__doc__)
-    parser.add_argument("--no-controllers", action="store_true",
-                        help="no kube-controller-manager / kube-scheduler")
-    parser.add_argument("--no-nodes", action="store_true",
-                        help="do not create the sample GPU nodes")
-    parser.add_argument("--build", action="store_true",
-                        help="build the toolchain first when it is missing")
+    parser.add_argument(
+        "--no-controllers", action="store_true", help="no kube-controller-manager / kube-scheduler"
+    )
+    parser.add_argument(
+        "--no-nodes", action="store_true", help="do not create the sample GPU nodes"
+    )
+    parser.add_argument(
+        "--build", action="store_true", help="build the toolchain first when it is missing"
+    )
     parser.add_argument("--keep", action="store_true", help="keep the work directory on exit")
     args = parser.parse_args(argv)
 
     tc = build.toolchain()
     if tc.missing():
         if not args.build:
-            print("e2e toolchain missing: run `python -m e2e.build` (or pass --build):\n  "
-                  + "\n  ".join(tc.missing()), file=sys.stderr)
+            print(
+                "e2e toolchain missing: run `python -m e2e.build` (or pass --build):\n  "
+                + "\n  ".join(tc.missing()),
+                file=sys.stderr,
+            )
             return 2
         tc = build.ensure_toolchain()
 
@@ -44,8 +50,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         cluster.start()
         if not args.no_nodes:
-            cluster.add_nodes(whole_gpu_node("gpu-h100-0", 8), mig_node("gpu-mig-0"),
-                              shared_gpu_node("gpu-shared-0", 2, 4))
+            cluster.add_nodes(
+                whole_gpu_node("gpu-h100-0", 8),
+                mig_node("gpu-mig-0"),
+                shared_gpu_node("gpu-shared-0", 2, 4),
+            )
         print(f"\ncontrol plane up at {cluster.server}; logs in {cluster.logs}")
         print(f"export KUBECONFIG={cluster.kubeconfig}")
         print("Ctrl-C stops it.", flush=True)

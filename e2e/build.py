@@ -28,18 +28,48 @@ K8S_VERSION = "v1.36.3"
 STAGING_VERSION = "v0.36.3"
 # The staging modules k8s.io/kubernetes replaces with ./staging paths in 1.36.
 STAGING_MODULES: tuple[str, ...] = (
-    "api", "apiextensions-apiserver", "apimachinery", "apiserver", "cli-runtime", "client-go",
-    "cloud-provider", "cluster-bootstrap", "code-generator", "component-base",
-    "component-helpers", "controller-manager", "cri-api", "cri-client", "cri-streaming",
-    "csi-translation-lib", "dynamic-resource-allocation", "endpointslice", "externaljwt", "kms",
-    "kube-aggregator", "kube-controller-manager", "kube-proxy", "kube-scheduler", "kubectl",
-    "kubelet", "metrics", "mount-utils", "pod-security-admission", "sample-apiserver",
-    "sample-cli-plugin", "sample-controller", "streaming",
+    "api",
+    "apiextensions-apiserver",
+    "apimachinery",
+    "apiserver",
+    "cli-runtime",
+    "client-go",
+    "cloud-provider",
+    "cluster-bootstrap",
+    "code-generator",
+    "component-base",
+    "component-helpers",
+    "controller-manager",
+    "cri-api",
+    "cri-client",
+    "cri-streaming",
+    "csi-translation-lib",
+    "dynamic-resource-allocation",
+    "endpointslice",
+    "externaljwt",
+    "kms",
+    "kube-aggregator",
+    "kube-controller-manager",
+    "kube-proxy",
+    "kube-scheduler",
+    "kubectl",
+    "kubelet",
+    "metrics",
+    "mount-utils",
+    "pod-security-admission",
+    "sample-apiserver",
+    "sample-cli-plugin",
+    "sample-controller",
+    "streaming",
 )
 # kubectl is built too (about 40 s more on top of the three servers, it shares most packages)
 # so the client matches the server instead of whatever version happens to be on PATH.
-K8S_COMMANDS: tuple[str, ...] = ("kube-apiserver", "kube-controller-manager", "kube-scheduler",
-                                 "kubectl")
+K8S_COMMANDS: tuple[str, ...] = (
+    "kube-apiserver",
+    "kube-controller-manager",
+    "kube-scheduler",
+    "kubectl",
+)
 ETCD_VERSION = "v3.6.16"
 KWOK_VERSION = "v0.8.0"
 KUEUE_VERSION = "v0.17.0"
@@ -74,8 +104,16 @@ class Toolchain:
     crd_dirs: tuple[Path, ...]
 
     def missing(self) -> list[str]:
-        paths = [self.kube_apiserver, self.kube_controller_manager, self.kube_scheduler,
-                 self.etcd, self.kwok, self.kubectl, self.kwok_stages, *self.crd_dirs]
+        paths = [
+            self.kube_apiserver,
+            self.kube_controller_manager,
+            self.kube_scheduler,
+            self.etcd,
+            self.kwok,
+            self.kubectl,
+            self.kwok_stages,
+            *self.crd_dirs,
+        ]
         return [str(p) for p in paths if not p.exists()]
 
 
@@ -126,29 +164,44 @@ def go_env() -> dict[str, str]:
     return env
 
 
-def run_logged(argv: Sequence[str], *, cwd: Path, log: Path,
-               env: dict[str, str] | None = None) -> None:
+def run_logged(
+    argv: Sequence[str], *, cwd: Path, log: Path, env: dict[str, str] | None = None
+) -> None:
     """Run a command with output appended to a log; raise BuildError with the log's tail."""
     log.parent.mkdir(parents=True, exist_ok=True)
     with log.open("a") as fh:
         fh.write(f"$ (cd {cwd} && {' '.join(argv)})\n")
         fh.flush()
-        proc = subprocess.run(list(argv), cwd=cwd, env=env or go_env(), stdout=fh,
-                              stderr=subprocess.STDOUT, check=False)
+        proc = subprocess.run(
+            list(argv),
+            cwd=cwd,
+            env=env or go_env(),
+            stdout=fh,
+            stderr=subprocess.STDOUT,
+            check=False,
+        )
     if proc.returncode != 0:
         tail = "".join(log.read_text().splitlines(keepends=True)[-30:])
-        raise BuildError(f"{' '.join(argv[:3])}... failed (exit {proc.returncode}); "
-                         f"log {log}:\n{tail}")
+        raise BuildError(
+            f"{' '.join(argv[:3])}... failed (exit {proc.returncode}); log {log}:\n{tail}"
+        )
 
 
 def module_dir(module: str, version: str, *, cwd: Path) -> Path:
     """Download MODULE@VERSION into the module cache and return its directory."""
-    proc = subprocess.run(["go", "mod", "download", "-json", f"{module}@{version}"], cwd=cwd,
-                          env=go_env(), capture_output=True, text=True, check=False)
+    proc = subprocess.run(
+        ["go", "mod", "download", "-json", f"{module}@{version}"],
+        cwd=cwd,
+        env=go_env(),
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     info: dict[str, str] = json.loads(proc.stdout) if proc.stdout.strip() else {}
     if proc.returncode != 0 or "Dir" not in info:
-        raise BuildError(f"go mod download {module}@{version}: "
-                         f"{info.get('Error') or proc.stderr.strip()}")
+        raise BuildError(
+            f"go mod download {module}@{version}: {info.get('Error') or proc.stderr.strip()}"
+        )
     return Path(info["Dir"])
 
 
@@ -160,15 +213,21 @@ def version_ldflags(version: str) -> str:
     major, minor = version.lstrip("v").split(".")[:2]
     flags = ["-s", "-w"]
     for pkg in ("k8s.io/component-base/version", "k8s.io/client-go/pkg/version"):
-        flags += [f"-X {pkg}.gitVersion={version}", f"-X {pkg}.gitMajor={major}",
-                  f"-X {pkg}.gitMinor={minor}", f"-X {pkg}.gitTreeState=clean"]
+        flags += [
+            f"-X {pkg}.gitVersion={version}",
+            f"-X {pkg}.gitMajor={major}",
+            f"-X {pkg}.gitMinor={minor}",
+            f"-X {pkg}.gitTreeState=clean",
+        ]
     return " ".join(flags)
 
 
 def k8s_go_mod() -> str:
     replaces = "".join(f"\tk8s.io/{m} => k8s.io/{m} {STAGING_VERSION}\n" for m in STAGING_MODULES)
-    return (f"module quotaguard.e2e/k8s\n\ngo 1.26\n\ngodebug default=go1.26\n\n"
-            f"require k8s.io/kubernetes {K8S_VERSION}\n\nreplace (\n{replaces})\n")
+    return (
+        f"module quotaguard.e2e/k8s\n\ngo 1.26\n\ngodebug default=go1.26\n\n"
+        f"require k8s.io/kubernetes {K8S_VERSION}\n\nreplace (\n{replaces})\n"
+    )
 
 
 def build_kubernetes(layout: Layout, *, commands: Sequence[str], force: bool) -> None:
@@ -186,8 +245,22 @@ def build_kubernetes(layout: Layout, *, commands: Sequence[str], force: bool) ->
     pkgs = [f"k8s.io/kubernetes/cmd/{c}" for c in commands]
     run_logged(["go", "get", *(f"{p}@{K8S_VERSION}" for p in pkgs)], cwd=moddir, log=log)
     layout.bin.mkdir(parents=True, exist_ok=True)
-    run_logged(["go", "build", "-p", GO_BUILD_PARALLELISM, "-trimpath", "-ldflags", ldflags,
-                "-o", str(layout.bin) + os.sep, *pkgs], cwd=moddir, log=log)
+    run_logged(
+        [
+            "go",
+            "build",
+            "-p",
+            GO_BUILD_PARALLELISM,
+            "-trimpath",
+            "-ldflags",
+            ldflags,
+            "-o",
+            str(layout.bin) + os.sep,
+            *pkgs,
+        ],
+        cwd=moddir,
+        log=log,
+    )
     layout.write_stamp("kubernetes", key)
 
 
@@ -203,8 +276,22 @@ def build_etcd(layout: Layout, *, force: bool) -> None:
         (moddir / "go.mod").write_text("module quotaguard.e2e/etcd\n\ngo 1.26\n")
     log = layout.logs / "build-etcd.log"
     run_logged(["go", "get", f"go.etcd.io/etcd/server/v3@{ETCD_VERSION}"], cwd=moddir, log=log)
-    run_logged(["go", "build", "-p", GO_BUILD_PARALLELISM, "-trimpath", "-ldflags", "-s -w",
-                "-o", str(out), "go.etcd.io/etcd/server/v3"], cwd=moddir, log=log)
+    run_logged(
+        [
+            "go",
+            "build",
+            "-p",
+            GO_BUILD_PARALLELISM,
+            "-trimpath",
+            "-ldflags",
+            "-s -w",
+            "-o",
+            str(out),
+            "go.etcd.io/etcd/server/v3",
+        ],
+        cwd=moddir,
+        log=log,
+    )
     layout.write_stamp("etcd", key)
 
 
@@ -216,9 +303,21 @@ def build_kwok(layout: Layout, *, force: bool) -> None:
     env = go_env()
     env["GOBIN"] = str(layout.bin)
     layout.bin.mkdir(parents=True, exist_ok=True)
-    run_logged(["go", "install", "-p", GO_BUILD_PARALLELISM, "-trimpath", "-ldflags", "-s -w",
-                f"sigs.k8s.io/kwok/cmd/kwok@{KWOK_VERSION}"], cwd=layout.root,
-               log=layout.logs / "build-kwok.log", env=env)
+    run_logged(
+        [
+            "go",
+            "install",
+            "-p",
+            GO_BUILD_PARALLELISM,
+            "-trimpath",
+            "-ldflags",
+            "-s -w",
+            f"sigs.k8s.io/kwok/cmd/kwok@{KWOK_VERSION}",
+        ],
+        cwd=layout.root,
+        log=layout.logs / "build-kwok.log",
+        env=env,
+    )
     layout.write_stamp("kwok", key)
 
 
@@ -247,8 +346,11 @@ def write_kwok_stages(layout: Layout, *, force: bool) -> None:
 
 
 def crd_dirs(layout: Layout) -> tuple[Path, ...]:
-    return (layout.crds / f"kueue-{KUEUE_VERSION}", layout.crds / f"jobset-{JOBSET_VERSION}",
-            layout.crds / "volcano")
+    return (
+        layout.crds / f"kueue-{KUEUE_VERSION}",
+        layout.crds / f"jobset-{JOBSET_VERSION}",
+        layout.crds / "volcano",
+    )
 
 
 def copy_crds(layout: Layout, *, force: bool) -> list[str]:
@@ -326,8 +428,13 @@ def ensure_toolchain(*, force: bool = False, log: bool = True) -> Toolchain:
     step("etcd", lambda: build_etcd(layout, force=force))
     step("kwok", lambda: build_kwok(layout, force=force))
     step("kubernetes", lambda: build_kubernetes(layout, commands=K8S_COMMANDS, force=force))
-    record = {"at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "go": go_version(),
-              "nproc": os.cpu_count(), "seconds": timings, "optional_failures": failed}
+    record = {
+        "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "go": go_version(),
+        "nproc": os.cpu_count(),
+        "seconds": timings,
+        "optional_failures": failed,
+    }
     with (layout.root / "build-times.jsonl").open("a") as fh:
         fh.write(json.dumps(record) + "\n")
     for f in failed:
@@ -336,8 +443,11 @@ def ensure_toolchain(*, force: bool = False, log: bool = True) -> Toolchain:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m e2e.build", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="python -m e2e.build",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("--check", action="store_true", help="build nothing; exit 1 if missing")
     parser.add_argument("--force", action="store_true", help="rebuild even when stamps match")
     args = parser.parse_args(argv)
@@ -355,8 +465,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"[e2e.build] FAILED: {err}", file=sys.stderr)
         return 1
     print(json.dumps(dataclasses.asdict(tc), default=str, indent=2))
-    print(f"[e2e.build] done in {time.monotonic() - start:.1f}s; cache {cache_dir()}",
-          file=sys.stderr)
+    print(
+        f"[e2e.build] done in {time.monotonic() - start:.1f}s; cache {cache_dir()}", file=sys.stderr
+    )
     return 0
 
 

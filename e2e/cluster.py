@@ -55,8 +55,9 @@ def free_port() -> int:
         return port
 
 
-def wait_until(check: Callable[[], T | None], *, timeout: float, what: str,
-               interval: float = 0.2) -> T:
+def wait_until(
+    check: Callable[[], T | None], *, timeout: float, what: str, interval: float = 0.2
+) -> T:
     """Poll `check` until it returns something other than None/False; raise after `timeout`."""
     deadline = time.monotonic() + timeout
     last_error: Exception | None = None
@@ -80,8 +81,15 @@ def wait_until(check: Callable[[], T | None], *, timeout: float, what: str,
 class Process:
     """One control-plane binary with its log file; its own session so Ctrl-C reaches us first."""
 
-    def __init__(self, name: str, argv: Sequence[str], log: Path, *,
-                 env: Mapping[str, str] | None = None, cwd: Path | None = None) -> None:
+    def __init__(
+        self,
+        name: str,
+        argv: Sequence[str],
+        log: Path,
+        *,
+        env: Mapping[str, str] | None = None,
+        cwd: Path | None = None,
+    ) -> None:
         self.name = name
         self.argv = list(argv)
         self.log = log
@@ -92,12 +100,17 @@ class Process:
     def start(self) -> None:
         self.log.parent.mkdir(parents=True, exist_ok=True)
         with self.log.open("ab") as fh:
-            fh.write(f"\n==== start {time.strftime('%H:%M:%S')}: {' '.join(self.argv)}\n"
-                     .encode())
+            fh.write(f"\n==== start {time.strftime('%H:%M:%S')}: {' '.join(self.argv)}\n".encode())
             fh.flush()
-            self.popen = subprocess.Popen(self.argv, stdout=fh, stderr=subprocess.STDOUT,
-                                          stdin=subprocess.DEVNULL, start_new_session=True,
-                                          env=self.env, cwd=self.cwd)
+            self.popen = subprocess.Popen(
+                self.argv,
+                stdout=fh,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+                env=self.env,
+                cwd=self.cwd,
+            )
 
     def alive(self) -> bool:
         return self.popen is not None and self.popen.poll() is None
@@ -116,8 +129,10 @@ class Process:
 
     def check_alive(self) -> None:
         if self.popen is not None and self.popen.poll() is not None:
-            raise ClusterError(f"{self.name} exited with {self.popen.returncode}; "
-                               f"log {self.log}:\n{tail(self.log, 40)}")
+            raise ClusterError(
+                f"{self.name} exited with {self.popen.returncode}; "
+                f"log {self.log}:\n{tail(self.log, 40)}"
+            )
 
 
 def tail(path: Path, lines: int) -> str:
@@ -156,11 +171,16 @@ class Pki:
         self.ca.cert_pem.write_to_path(str(self.ca_file))
         self.ca_key_file = directory / "ca.key"
         self.ca.private_key_pem.write_to_path(str(self.ca_key_file))
-        self.server = self.serving_cert("kube-apiserver", "127.0.0.1", "localhost",
-                                        "kubernetes", "kubernetes.default",
-                                        "kubernetes.default.svc", "10.0.0.1")
-        admin = self.ca.issue_cert("admin", common_name="admin",
-                                   organization_name="system:masters")
+        self.server = self.serving_cert(
+            "kube-apiserver",
+            "127.0.0.1",
+            "localhost",
+            "kubernetes",
+            "kubernetes.default",
+            "kubernetes.default.svc",
+            "10.0.0.1",
+        )
+        admin = self.ca.issue_cert("admin", common_name="admin", organization_name="system:masters")
         self.admin_cert_pem = admin.cert_chain_pems[0].bytes()
         self.admin_key_pem = admin.private_key_pem.bytes()
         self.admin_cert_file = directory / "admin.crt"
@@ -169,12 +189,19 @@ class Pki:
         self.admin_key_file.write_bytes(self.admin_key_pem)
         sa_key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
         self.sa_key_file = directory / "sa.key"
-        self.sa_key_file.write_bytes(sa_key.private_bytes(
-            serialization.Encoding.PEM, serialization.PrivateFormat.TraditionalOpenSSL,
-            serialization.NoEncryption()))
+        self.sa_key_file.write_bytes(
+            sa_key.private_bytes(
+                serialization.Encoding.PEM,
+                serialization.PrivateFormat.TraditionalOpenSSL,
+                serialization.NoEncryption(),
+            )
+        )
         self.sa_pub_file = directory / "sa.pub"
-        self.sa_pub_file.write_bytes(sa_key.public_key().public_bytes(
-            serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo))
+        self.sa_pub_file.write_bytes(
+            sa_key.public_key().public_bytes(
+                serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
+            )
+        )
 
     def serving_cert(self, name: str, *hosts: str) -> ServingCert:
         leaf = self.ca.issue_cert(*(hosts or ("127.0.0.1", "localhost")), common_name=name)
@@ -195,13 +222,23 @@ class Pki:
 # Nodes
 
 
-def gpu_node(name: str, resources: Mapping[str, int | str], *,
-             labels: Mapping[str, str] | None = None,
-             taints: Sequence[Mapping[str, str]] = (),
-             cpu: str = "64", memory: str = "512Gi", pods: str = "110") -> dict[str, Any]:
+def gpu_node(
+    name: str,
+    resources: Mapping[str, int | str],
+    *,
+    labels: Mapping[str, str] | None = None,
+    taints: Sequence[Mapping[str, str]] = (),
+    cpu: str = "64",
+    memory: str = "512Gi",
+    pods: str = "110",
+) -> dict[str, Any]:
     """A kwok-managed Node manifest with the given extended resources as capacity."""
-    capacity: dict[str, str] = {"cpu": cpu, "memory": memory, "pods": pods,
-                                **{k: str(v) for k, v in resources.items()}}
+    capacity: dict[str, str] = {
+        "cpu": cpu,
+        "memory": memory,
+        "pods": pods,
+        **{k: str(v) for k, v in resources.items()},
+    }
     return {
         "apiVersion": "v1",
         "kind": "Node",
@@ -209,8 +246,10 @@ def gpu_node(name: str, resources: Mapping[str, int | str], *,
             "name": name,
             "annotations": {"node.alpha.kubernetes.io/ttl": "0", "kwok.x-k8s.io/node": "fake"},
             "labels": {
-                "kubernetes.io/arch": "amd64", "kubernetes.io/os": "linux",
-                "kubernetes.io/hostname": name, "node-role.kubernetes.io/agent": "",
+                "kubernetes.io/arch": "amd64",
+                "kubernetes.io/os": "linux",
+                "kubernetes.io/hostname": name,
+                "node-role.kubernetes.io/agent": "",
                 KWOK_NODE_LABEL[0]: KWOK_NODE_LABEL[1],
                 **(labels or {}),
             },
@@ -220,32 +259,63 @@ def gpu_node(name: str, resources: Mapping[str, int | str], *,
     }
 
 
-def whole_gpu_node(name: str, gpus: int = 8, *,
-                   product: str = "NVIDIA-H100-80GB-HBM3",
-                   labels: Mapping[str, str] | None = None) -> dict[str, Any]:
+def whole_gpu_node(
+    name: str,
+    gpus: int = 8,
+    *,
+    product: str = "NVIDIA-H100-80GB-HBM3",
+    labels: Mapping[str, str] | None = None,
+) -> dict[str, Any]:
     """A node with `gpus` whole GPUs (`nvidia.com/gpu`) labelled like GPU feature discovery."""
-    return gpu_node(name, {"nvidia.com/gpu": gpus},
-                    labels={"nvidia.com/gpu.product": product,
-                            "nvidia.com/gpu.count": str(gpus), **(labels or {})})
+    return gpu_node(
+        name,
+        {"nvidia.com/gpu": gpus},
+        labels={
+            "nvidia.com/gpu.product": product,
+            "nvidia.com/gpu.count": str(gpus),
+            **(labels or {}),
+        },
+    )
 
 
-def mig_node(name: str, slices: Mapping[str, int] | None = None, *,
-             product: str = "NVIDIA-H100-80GB-HBM3",
-             labels: Mapping[str, str] | None = None) -> dict[str, Any]:
+def mig_node(
+    name: str,
+    slices: Mapping[str, int] | None = None,
+    *,
+    product: str = "NVIDIA-H100-80GB-HBM3",
+    labels: Mapping[str, str] | None = None,
+) -> dict[str, Any]:
     """A node in MIG "mixed" strategy: one resource per profile, e.g. {"1g.10gb": 7}."""
     slices = slices if slices is not None else {"1g.10gb": 7, "3g.40gb": 2}
-    return gpu_node(name, {f"nvidia.com/mig-{profile}": n for profile, n in slices.items()},
-                    labels={"nvidia.com/gpu.product": product, "nvidia.com/mig.strategy": "mixed",
-                            **(labels or {})})
+    return gpu_node(
+        name,
+        {f"nvidia.com/mig-{profile}": n for profile, n in slices.items()},
+        labels={
+            "nvidia.com/gpu.product": product,
+            "nvidia.com/mig.strategy": "mixed",
+            **(labels or {}),
+        },
+    )
 
 
-def shared_gpu_node(name: str, gpus: int = 2, replicas: int = 4, *,
-                    product: str = "NVIDIA-H100-80GB-HBM3",
-                    labels: Mapping[str, str] | None = None) -> dict[str, Any]:
+def shared_gpu_node(
+    name: str,
+    gpus: int = 2,
+    replicas: int = 4,
+    *,
+    product: str = "NVIDIA-H100-80GB-HBM3",
+    labels: Mapping[str, str] | None = None,
+) -> dict[str, Any]:
     """A time-sliced node (renameByDefault): `gpus * replicas` of `nvidia.com/gpu.shared`."""
-    return gpu_node(name, {"nvidia.com/gpu.shared": gpus * replicas},
-                    labels={"nvidia.com/gpu.product": f"{product}-SHARED",
-                            "nvidia.com/gpu.replicas": str(replicas), **(labels or {})})
+    return gpu_node(
+        name,
+        {"nvidia.com/gpu.shared": gpus * replicas},
+        labels={
+            "nvidia.com/gpu.product": f"{product}-SHARED",
+            "nvidia.com/gpu.replicas": str(replicas),
+            **(labels or {}),
+        },
+    )
 
 
 # --------------------------------------------------------------------------------------------
@@ -270,20 +340,31 @@ def default_webhook_configurations() -> list[dict[str, Any]]:
             "sideEffects": "None",
             "failurePolicy": "Fail",
             "timeoutSeconds": 10,
-            "clientConfig": {"service": {"name": "quotaguard", "namespace": "quotaguard-system",
-                                         "path": path, "port": 443}},
+            "clientConfig": {
+                "service": {
+                    "name": "quotaguard",
+                    "namespace": "quotaguard-system",
+                    "path": path,
+                    "port": 443,
+                }
+            },
             "rules": [{**r, "operations": ["CREATE"], "scope": "*"} for r in WEBHOOK_RULES],
         }
 
     mutating = {**hook("mutate.quotaguard.dev", "/mutate"), "reinvocationPolicy": "IfNeeded"}
     return [
-        {"apiVersion": "admissionregistration.k8s.io/v1",
-         "kind": "MutatingWebhookConfiguration",
-         "metadata": {"name": "quotaguard"}, "webhooks": [mutating]},
-        {"apiVersion": "admissionregistration.k8s.io/v1",
-         "kind": "ValidatingWebhookConfiguration",
-         "metadata": {"name": "quotaguard"},
-         "webhooks": [hook("validate.quotaguard.dev", "/validate")]},
+        {
+            "apiVersion": "admissionregistration.k8s.io/v1",
+            "kind": "MutatingWebhookConfiguration",
+            "metadata": {"name": "quotaguard"},
+            "webhooks": [mutating],
+        },
+        {
+            "apiVersion": "admissionregistration.k8s.io/v1",
+            "kind": "ValidatingWebhookConfiguration",
+            "metadata": {"name": "quotaguard"},
+            "webhooks": [hook("validate.quotaguard.dev", "/validate")],
+        },
     ]
 
 
@@ -293,20 +374,28 @@ def load_webhook_configurations(directory: Path = WEBHOOK_DIR) -> list[dict[str,
     for f in sorted(directory.glob("*.yaml")) + sorted(directory.glob("*.yml")):
         for doc in yaml.safe_load_all(f.read_text()):
             if isinstance(doc, dict) and doc.get("kind") in (
-                    "MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"):
+                "MutatingWebhookConfiguration",
+                "ValidatingWebhookConfiguration",
+            ):
                 docs.append(doc)
     return docs or default_webhook_configurations()
 
 
-def rewrite_webhook_configurations(configs: Iterable[Mapping[str, Any]], *, port: int,
-                                   ca_bundle: str, host: str = "127.0.0.1",
-                                   failure_policy: str | None = None) -> list[dict[str, Any]]:
+def rewrite_webhook_configurations(
+    configs: Iterable[Mapping[str, Any]],
+    *,
+    port: int,
+    ca_bundle: str,
+    host: str = "127.0.0.1",
+    failure_policy: str | None = None,
+) -> list[dict[str, Any]]:
     """Point every webhook at https://host:port<path> with `ca_bundle` instead of a service."""
     out: list[dict[str, Any]] = []
     for config in configs:
         config = json.loads(json.dumps(config))  # deep copy
-        default_path = "/mutate" if config["kind"] == "MutatingWebhookConfiguration" \
-            else "/validate"
+        default_path = (
+            "/mutate" if config["kind"] == "MutatingWebhookConfiguration" else "/validate"
+        )
         for hook in config.get("webhooks") or []:
             client = hook.get("clientConfig") or {}
             service = client.get("service") or {}
@@ -342,8 +431,10 @@ def tls_ready(port: int, ca_file: Path, host: str = "127.0.0.1") -> bool:
     """True once a TLS server on host:port completes a handshake with a cert from ca_file."""
     ctx = ssl.create_default_context(cafile=str(ca_file))
     try:
-        with socket.create_connection((host, port), timeout=2) as raw, \
-                ctx.wrap_socket(raw, server_hostname=host):
+        with (
+            socket.create_connection((host, port), timeout=2) as raw,
+            ctx.wrap_socket(raw, server_hostname=host),
+        ):
             return True
     except (OSError, ssl.SSLError):
         return False
@@ -364,9 +455,16 @@ def http_ok(url: str) -> bool:
 class Cluster:
     """etcd + kube-apiserver (+ controller-manager, scheduler, kwok) on 127.0.0.1."""
 
-    def __init__(self, toolchain: Toolchain, *, workdir: Path | None = None,
-                 controllers: bool = False, kwok: bool = True, crds: bool = True,
-                 verbose: bool = False) -> None:
+    def __init__(
+        self,
+        toolchain: Toolchain,
+        *,
+        workdir: Path | None = None,
+        controllers: bool = False,
+        kwok: bool = True,
+        crds: bool = True,
+        verbose: bool = False,
+    ) -> None:
         self.toolchain = toolchain
         self.workdir = workdir or Path(tempfile.mkdtemp(prefix="quotaguard-e2e-"))
         self.logs = self.workdir / "logs"
@@ -392,49 +490,92 @@ class Cluster:
         tc, pki, kc = self.toolchain, self.pki, str(self.kubeconfig)
         etcd_url = f"http://127.0.0.1:{self.etcd_port}"
         peer_url = f"http://127.0.0.1:{self.etcd_peer_port}"
-        self.processes["etcd"] = Process("etcd", [
-            str(tc.etcd), "--name=e2e", f"--data-dir={self.workdir / 'etcd'}",
-            f"--listen-client-urls={etcd_url}", f"--advertise-client-urls={etcd_url}",
-            f"--listen-peer-urls={peer_url}", f"--initial-advertise-peer-urls={peer_url}",
-            f"--initial-cluster=e2e={peer_url}", "--unsafe-no-fsync", "--log-level=warn",
-        ], self.logs / "etcd.log")
-        self.processes["kube-apiserver"] = Process("kube-apiserver", [
-            str(tc.kube_apiserver), f"--etcd-servers={etcd_url}",
-            f"--cert-dir={self.workdir / 'apiserver-certs'}",
-            f"--tls-cert-file={pki.server.cert_file}",
-            f"--tls-private-key-file={pki.server.key_file}",
-            f"--secure-port={self.port}", "--bind-address=127.0.0.1",
-            "--advertise-address=127.0.0.1",
-            f"--service-cluster-ip-range={SERVICE_CLUSTER_IP_RANGE}",
-            "--allow-privileged=true", "--disable-admission-plugins=ServiceAccount",
-            "--authorization-mode=RBAC", f"--client-ca-file={pki.ca_file}",
-            f"--service-account-issuer={self.server}",
-            f"--service-account-key-file={pki.sa_pub_file}",
-            f"--service-account-signing-key-file={pki.sa_key_file}",
-            "--endpoint-reconciler-type=none",
-        ], self.logs / "kube-apiserver.log")
+        self.processes["etcd"] = Process(
+            "etcd",
+            [
+                str(tc.etcd),
+                "--name=e2e",
+                f"--data-dir={self.workdir / 'etcd'}",
+                f"--listen-client-urls={etcd_url}",
+                f"--advertise-client-urls={etcd_url}",
+                f"--listen-peer-urls={peer_url}",
+                f"--initial-advertise-peer-urls={peer_url}",
+                f"--initial-cluster=e2e={peer_url}",
+                "--unsafe-no-fsync",
+                "--log-level=warn",
+            ],
+            self.logs / "etcd.log",
+        )
+        self.processes["kube-apiserver"] = Process(
+            "kube-apiserver",
+            [
+                str(tc.kube_apiserver),
+                f"--etcd-servers={etcd_url}",
+                f"--cert-dir={self.workdir / 'apiserver-certs'}",
+                f"--tls-cert-file={pki.server.cert_file}",
+                f"--tls-private-key-file={pki.server.key_file}",
+                f"--secure-port={self.port}",
+                "--bind-address=127.0.0.1",
+                "--advertise-address=127.0.0.1",
+                f"--service-cluster-ip-range={SERVICE_CLUSTER_IP_RANGE}",
+                "--allow-privileged=true",
+                "--disable-admission-plugins=ServiceAccount",
+                "--authorization-mode=RBAC",
+                f"--client-ca-file={pki.ca_file}",
+                f"--service-account-issuer={self.server}",
+                f"--service-account-key-file={pki.sa_pub_file}",
+                f"--service-account-signing-key-file={pki.sa_key_file}",
+                "--endpoint-reconciler-type=none",
+            ],
+            self.logs / "kube-apiserver.log",
+        )
         if self.with_controllers:
-            auth = [f"--kubeconfig={kc}", f"--authentication-kubeconfig={kc}",
-                    f"--authorization-kubeconfig={kc}", "--leader-elect=false",
-                    "--bind-address=127.0.0.1"]
-            self.processes["kube-controller-manager"] = Process("kube-controller-manager", [
-                str(tc.kube_controller_manager), *auth, f"--secure-port={free_port()}",
-                f"--service-account-private-key-file={pki.sa_key_file}",
-                f"--root-ca-file={pki.ca_file}",
-                f"--cluster-signing-cert-file={pki.ca_file}",
-                f"--cluster-signing-key-file={pki.ca_key_file}",
-                "--controllers=*", "--concurrent-job-syncs=5",
-            ], self.logs / "kube-controller-manager.log")
-            self.processes["kube-scheduler"] = Process("kube-scheduler", [
-                str(tc.kube_scheduler), *auth, f"--secure-port={free_port()}",
-            ], self.logs / "kube-scheduler.log")
+            auth = [
+                f"--kubeconfig={kc}",
+                f"--authentication-kubeconfig={kc}",
+                f"--authorization-kubeconfig={kc}",
+                "--leader-elect=false",
+                "--bind-address=127.0.0.1",
+            ]
+            self.processes["kube-controller-manager"] = Process(
+                "kube-controller-manager",
+                [
+                    str(tc.kube_controller_manager),
+                    *auth,
+                    f"--secure-port={free_port()}",
+                    f"--service-account-private-key-file={pki.sa_key_file}",
+                    f"--root-ca-file={pki.ca_file}",
+                    f"--cluster-signing-cert-file={pki.ca_file}",
+                    f"--cluster-signing-key-file={pki.ca_key_file}",
+                    "--controllers=*",
+                    "--concurrent-job-syncs=5",
+                ],
+                self.logs / "kube-controller-manager.log",
+            )
+            self.processes["kube-scheduler"] = Process(
+                "kube-scheduler",
+                [
+                    str(tc.kube_scheduler),
+                    *auth,
+                    f"--secure-port={free_port()}",
+                ],
+                self.logs / "kube-scheduler.log",
+            )
         if self.with_kwok:
-            self.processes["kwok"] = Process("kwok", [
-                str(tc.kwok), f"--kubeconfig={kc}", "--manage-all-nodes=false",
-                f"--manage-nodes-with-label-selector={'='.join(KWOK_NODE_LABEL)}",
-                f"--config={tc.kwok_stages}", "--node-ip=127.0.0.1",
-                f"--node-port={free_port()}", f"--server-address=127.0.0.1:{free_port()}",
-            ], self.logs / "kwok.log")
+            self.processes["kwok"] = Process(
+                "kwok",
+                [
+                    str(tc.kwok),
+                    f"--kubeconfig={kc}",
+                    "--manage-all-nodes=false",
+                    f"--manage-nodes-with-label-selector={'='.join(KWOK_NODE_LABEL)}",
+                    f"--config={tc.kwok_stages}",
+                    "--node-ip=127.0.0.1",
+                    f"--node-port={free_port()}",
+                    f"--server-address=127.0.0.1:{free_port()}",
+                ],
+                self.logs / "kwok.log",
+            )
 
     def _timed(self, name: str, fn: Callable[[], None]) -> None:
         start = time.monotonic()
@@ -518,8 +659,9 @@ class Cluster:
 
     def readyz(self) -> bool:
         try:
-            with urllib.request.urlopen(f"{self.server}/readyz", timeout=3,
-                                        context=self.pki.client_context()) as resp:
+            with urllib.request.urlopen(
+                f"{self.server}/readyz", timeout=3, context=self.pki.client_context()
+            ) as resp:
                 return bool(resp.status == 200)
         except (urllib.error.URLError, OSError):
             return False
@@ -536,8 +678,9 @@ class Cluster:
             # Polled by hand: `kubectl wait` errors out on a CRD that has no conditions yet.
             for crd in self.get("customresourcedefinitions")["items"]:
                 conditions = crd.get("status", {}).get("conditions") or []
-                if not any(c["type"] == "Established" and c["status"] == "True"
-                           for c in conditions):
+                if not any(
+                    c["type"] == "Established" and c["status"] == "True" for c in conditions
+                ):
                     return False
             return True
 
@@ -547,11 +690,19 @@ class Cluster:
         # The serviceaccount controller creating `default` shows kube-controller-manager works.
         def has_default_sa() -> bool:
             self.processes["kube-controller-manager"].check_alive()
-            return self.kubectl("get", "serviceaccount", "default", "-n", "default",
-                                check=False).returncode == 0
+            return (
+                self.kubectl(
+                    "get", "serviceaccount", "default", "-n", "default", check=False
+                ).returncode
+                == 0
+            )
 
-        wait_until(has_default_sa, timeout=90, interval=0.5,
-                   what="kube-controller-manager (default ServiceAccount)")
+        wait_until(
+            has_default_sa,
+            timeout=90,
+            interval=0.5,
+            what="kube-controller-manager (default ServiceAccount)",
+        )
 
     # ---- clients --------------------------------------------------------------------------
 
@@ -560,12 +711,27 @@ class Cluster:
             return base64.b64encode(data).decode()
 
         config = {
-            "apiVersion": "v1", "kind": "Config", "current-context": "e2e",
-            "clusters": [{"name": "e2e", "cluster": {
-                "server": self.server, "certificate-authority-data": b64(self.pki.ca_pem)}}],
-            "users": [{"name": "admin", "user": {
-                "client-certificate-data": b64(self.pki.admin_cert_pem),
-                "client-key-data": b64(self.pki.admin_key_pem)}}],
+            "apiVersion": "v1",
+            "kind": "Config",
+            "current-context": "e2e",
+            "clusters": [
+                {
+                    "name": "e2e",
+                    "cluster": {
+                        "server": self.server,
+                        "certificate-authority-data": b64(self.pki.ca_pem),
+                    },
+                }
+            ],
+            "users": [
+                {
+                    "name": "admin",
+                    "user": {
+                        "client-certificate-data": b64(self.pki.admin_cert_pem),
+                        "client-key-data": b64(self.pki.admin_key_pem),
+                    },
+                }
+            ],
             "contexts": [{"name": "e2e", "context": {"cluster": "e2e", "user": "admin"}}],
         }
         self.kubeconfig.write_text(yaml.safe_dump(config))
@@ -575,15 +741,25 @@ class Cluster:
         """The environment for a child process that should talk to this cluster."""
         return {**os.environ, "KUBECONFIG": str(self.kubeconfig)}
 
-    def kubectl(self, *args: str, input: str | None = None, check: bool = True,
-                timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    def kubectl(
+        self, *args: str, input: str | None = None, check: bool = True, timeout: float = 120
+    ) -> subprocess.CompletedProcess[str]:
         """Run kubectl against this cluster. check=True raises ClusterError on failure."""
         argv = [str(self.toolchain.kubectl), f"--kubeconfig={self.kubeconfig}", *args]
-        proc = subprocess.run(argv, input=input, capture_output=True, text=True,
-                              timeout=timeout, env=self.env(), check=False)
+        proc = subprocess.run(
+            argv,
+            input=input,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            env=self.env(),
+            check=False,
+        )
         if check and proc.returncode != 0:
-            raise ClusterError(f"kubectl {' '.join(args)} failed ({proc.returncode}): "
-                               f"{proc.stderr.strip() or proc.stdout.strip()}")
+            raise ClusterError(
+                f"kubectl {' '.join(args)} failed ({proc.returncode}): "
+                f"{proc.stderr.strip() or proc.stdout.strip()}"
+            )
         return proc
 
     def get(self, *args: str, namespace: str | None = None) -> Any:
@@ -591,8 +767,13 @@ class Cluster:
         ns = ["-n", namespace] if namespace else []
         return json.loads(self.kubectl("get", *args, *ns, "-o", "json").stdout)
 
-    def apply(self, manifests: str | Mapping[str, Any] | Sequence[Mapping[str, Any]], *,
-              namespace: str | None = None, server_side: bool = True) -> str:
+    def apply(
+        self,
+        manifests: str | Mapping[str, Any] | Sequence[Mapping[str, Any]],
+        *,
+        namespace: str | None = None,
+        server_side: bool = True,
+    ) -> str:
         """Apply YAML text, one object, or a list of objects; returns kubectl's output."""
         if isinstance(manifests, str):
             text = manifests
@@ -604,23 +785,31 @@ class Cluster:
         ssa = ["--server-side", "--force-conflicts", "--field-manager=e2e"] if server_side else []
         return self.kubectl("apply", *ssa, *ns, "-f", "-", input=text).stdout
 
-    def create(self, manifest: Mapping[str, Any], *, namespace: str | None = None,
-               check: bool = True) -> subprocess.CompletedProcess[str]:
+    def create(
+        self, manifest: Mapping[str, Any], *, namespace: str | None = None, check: bool = True
+    ) -> subprocess.CompletedProcess[str]:
         """`kubectl create -o json`: admission sees a CREATE. check=False to look at denials."""
         ns = ["-n", namespace] if namespace else []
-        return self.kubectl("create", *ns, "-o", "json", "-f", "-",
-                            input=json.dumps(manifest), check=check)
+        return self.kubectl(
+            "create", *ns, "-o", "json", "-f", "-", input=json.dumps(manifest), check=check
+        )
 
     def create_namespace(self, name: str, labels: Mapping[str, str] | None = None) -> None:
-        self.apply({"apiVersion": "v1", "kind": "Namespace",
-                    "metadata": {"name": name, "labels": dict(labels or {})}})
+        self.apply(
+            {
+                "apiVersion": "v1",
+                "kind": "Namespace",
+                "metadata": {"name": name, "labels": dict(labels or {})},
+            }
+        )
 
     def api_client(self) -> Any:
         """A `kubernetes.client.ApiClient` for this cluster (the kubernetes package)."""
         from kubernetes import config  # imported here: only tests that want it pay for it
 
         return config.new_client_from_config(  # type: ignore[no-untyped-call]
-            config_file=str(self.kubeconfig))
+            config_file=str(self.kubeconfig)
+        )
 
     # ---- nodes -----------------------------------------------------------------------------
 
@@ -629,37 +818,48 @@ class Cluster:
         for node in nodes:
             self.kubectl("create", "-f", "-", input=json.dumps(node))
         if ready_timeout is not None:
-            self.wait_nodes_ready(*(n["metadata"]["name"] for n in nodes),
-                                  timeout=ready_timeout)
+            self.wait_nodes_ready(*(n["metadata"]["name"] for n in nodes), timeout=ready_timeout)
 
     def node_ready(self, name: str) -> bool:
         node = self.get("node", name)
-        return any(c["type"] == "Ready" and c["status"] == "True"
-                   for c in node.get("status", {}).get("conditions", []))
+        return any(
+            c["type"] == "Ready" and c["status"] == "True"
+            for c in node.get("status", {}).get("conditions", [])
+        )
 
     def wait_nodes_ready(self, *names: str, timeout: float = 60) -> None:
         for name in names:
-            wait_until(lambda n=name: self.node_ready(n),  # type: ignore[misc]
-                       timeout=timeout, interval=0.3, what=f"node {name} Ready")
+            wait_until(
+                lambda n=name: self.node_ready(n),  # type: ignore[misc]
+                timeout=timeout,
+                interval=0.3,
+                what=f"node {name} Ready",
+            )
 
     # ---- webhooks --------------------------------------------------------------------------
 
-    def serving_cert(self, name: str = "quotaguard-webhook",
-                     hosts: Sequence[str] = ("127.0.0.1", "localhost")) -> ServingCert:
+    def serving_cert(
+        self, name: str = "quotaguard-webhook", hosts: Sequence[str] = ("127.0.0.1", "localhost")
+    ) -> ServingCert:
         """A serving certificate signed by the cluster CA, for a webhook on 127.0.0.1."""
         return self.pki.serving_cert(name, *hosts)
 
-    def register_webhooks(self, port: int, *, cert: ServingCert | None = None,
-                          directory: Path = WEBHOOK_DIR,
-                          configs: Iterable[Mapping[str, Any]] | None = None,
-                          failure_policy: str | None = None) -> list[dict[str, Any]]:
+    def register_webhooks(
+        self,
+        port: int,
+        *,
+        cert: ServingCert | None = None,
+        directory: Path = WEBHOOK_DIR,
+        configs: Iterable[Mapping[str, Any]] | None = None,
+        failure_policy: str | None = None,
+    ) -> list[dict[str, Any]]:
         """Register quotaguard's webhook configurations (webhook/*.yaml, or `configs`) with
         `clientConfig.url: https://127.0.0.1:<port>/...` and the cluster CA as caBundle."""
-        ca_bundle = (cert.ca_bundle if cert else
-                     base64.b64encode(self.pki.ca_pem).decode())
+        ca_bundle = cert.ca_bundle if cert else base64.b64encode(self.pki.ca_pem).decode()
         source = list(configs) if configs is not None else load_webhook_configurations(directory)
-        rewritten = rewrite_webhook_configurations(source, port=port, ca_bundle=ca_bundle,
-                                                   failure_policy=failure_policy)
+        rewritten = rewrite_webhook_configurations(
+            source, port=port, ca_bundle=ca_bundle, failure_policy=failure_policy
+        )
         self.apply(rewritten)
         return rewritten
 
@@ -670,8 +870,14 @@ class Cluster:
 
     # ---- extra processes (quotaguard itself) ------------------------------------------------
 
-    def start_process(self, name: str, argv: Sequence[str], *,
-                      env: Mapping[str, str] | None = None, cwd: Path | None = None) -> Process:
+    def start_process(
+        self,
+        name: str,
+        argv: Sequence[str],
+        *,
+        env: Mapping[str, str] | None = None,
+        cwd: Path | None = None,
+    ) -> Process:
         """Run a process whose log joins the failure report; `stop()` stops it first."""
         if name in self.processes and self.processes[name].alive():
             raise ClusterError(f"a process named {name} is already running")
@@ -680,20 +886,51 @@ class Cluster:
         proc.start()
         return proc
 
-    def serve_quotaguard(self, policy: Path, *, components: str = "webhook",
-                         args: Sequence[str] = (), register: bool | None = None,
-                         failure_policy: str | None = None, webhook_dir: Path = WEBHOOK_DIR,
-                         name: str = "quotaguard", timeout: float = 30) -> QuotaguardServer:
+    def serve_quotaguard(
+        self,
+        policy: Path,
+        *,
+        components: str = "webhook",
+        args: Sequence[str] = (),
+        register: bool | None = None,
+        failure_policy: str | None = None,
+        webhook_dir: Path = WEBHOOK_DIR,
+        name: str = "quotaguard",
+        timeout: float = 30,
+    ) -> QuotaguardServer:
         """Start `python -m quotaguard serve` from this checkout against this cluster, wait until
         it listens, and (when the webhook runs, unless register=False) register its webhooks."""
         cert = self.serving_cert(f"{name}-webhook")
         webhook_port, http_port = free_port(), free_port()
-        argv = [sys.executable, "-m", "quotaguard", "serve", "--policy", str(policy),
-                "--components", components, "--kubeconfig", str(self.kubeconfig),
-                "--webhook-port", str(webhook_port), "--tls-cert-file", str(cert.cert_file),
-                "--tls-key-file", str(cert.key_file), "--http-port", str(http_port), *args]
-        env = {**self.env(), "PYTHONPATH": os.pathsep.join(
-            p for p in (str(REPO_ROOT), os.environ.get("PYTHONPATH", "")) if p)}
+        argv = [
+            sys.executable,
+            "-m",
+            "quotaguard",
+            "serve",
+            "--policy",
+            str(policy.resolve()),
+            "--components",
+            components,
+            "--kubeconfig",
+            str(self.kubeconfig),
+            "--bind-address",
+            "127.0.0.1",
+            "--webhook-port",
+            str(webhook_port),
+            "--tls-cert-file",
+            str(cert.cert_file),
+            "--tls-key-file",
+            str(cert.key_file),
+            "--http-port",
+            str(http_port),
+            *args,
+        ]
+        env = {
+            **self.env(),
+            "PYTHONPATH": os.pathsep.join(
+                p for p in (str(REPO_ROOT), os.environ.get("PYTHONPATH", "")) if p
+            ),
+        }
         proc = self.start_process(name, argv, env=env, cwd=REPO_ROOT)
         with_webhook = "webhook" in components.split(",")
 
@@ -706,10 +943,16 @@ class Cluster:
         wait_until(listening, timeout=timeout, interval=0.2, what=f"{name} listening")
         webhooks: list[dict[str, Any]] = []
         if with_webhook and register is not False:
-            webhooks = self.register_webhooks(webhook_port, cert=cert, directory=webhook_dir,
-                                              failure_policy=failure_policy)
-        return QuotaguardServer(process=proc, webhook_port=webhook_port, http_port=http_port,
-                                cert=cert, webhooks=webhooks)
+            webhooks = self.register_webhooks(
+                webhook_port, cert=cert, directory=webhook_dir, failure_policy=failure_policy
+            )
+        return QuotaguardServer(
+            process=proc,
+            webhook_port=webhook_port,
+            http_port=http_port,
+            cert=cert,
+            webhooks=webhooks,
+        )
 
     def stop_quotaguard(self, server: QuotaguardServer) -> None:
         """Unregister its webhooks first (a Fail policy would block every later create)."""
@@ -723,8 +966,9 @@ class Cluster:
         parts = [f"e2e cluster work directory: {self.workdir}", f"KUBECONFIG={self.kubeconfig}"]
         for name, proc in self.processes.items():
             state = "running" if proc.alive() else "stopped"
-            parts.append(f"---- {name} ({state}) {proc.log} (last {lines} lines)\n"
-                         f"{tail(proc.log, lines)}")
+            parts.append(
+                f"---- {name} ({state}) {proc.log} (last {lines} lines)\n{tail(proc.log, lines)}"
+            )
         return "\n".join(parts)
 
 

@@ -34,8 +34,10 @@ def toolchain() -> build.Toolchain:
             return build.ensure_toolchain()
         except build.BuildError as err:
             pytest.fail(f"e2e toolchain build failed: {err}")
-    message = (f"e2e toolchain missing ({', '.join(tc.missing())}); "
-               f"run `python -m e2e.build` (cache {build.cache_dir()})")
+    message = (
+        f"e2e toolchain missing ({', '.join(tc.missing())}); "
+        f"run `python -m e2e.build` (cache {build.cache_dir()})"
+    )
     if _truthy("CI"):
         pytest.fail(message + " — CI=true, so this is a failure, not a skip")
     pytest.skip(message)
