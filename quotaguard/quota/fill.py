@@ -33,15 +33,15 @@ def fill_level(
 ) -> float:
     """The level L with sum(clamp(L x weight, floor, cap)) == budget (sum(floors) < budget <
     sum(caps)); found by sweeping the sorted breakpoints floor/weight and cap/weight."""
-    events: list[tuple[float, int, int]] = []
-    constant = 0.0
-    for index, (low, high) in enumerate(zip(floors, caps, strict=True)):
-        constant += low
-        if high > low:
-            weight = weights[index]
-            events.append((low / weight, 0, index))
-            events.append((high / weight, 1, index))
+    moving = [
+        (index, low, high, weight)
+        for index, (low, high, weight) in enumerate(zip(floors, caps, weights, strict=True))
+        if high > low
+    ]
+    events = [(low / weight, 0, index) for index, low, _, weight in moving]
+    events += [(high / weight, 1, index) for index, _, high, weight in moving]
     events.sort()
+    constant = float(sum(floors))
     slope = 0.0
     for point, ending, index in events:
         reached = constant + slope * point

@@ -195,11 +195,12 @@ def _hysteresis(rows: _Class, rebalance: Rebalance) -> None:
         if baseline is None or baseline == target:  # targets keep invariant 2 already
             continue
         change = target - baseline
-        limit = max(least, math.floor(baseline * fraction + 1e-9))  # as step_limit()
-        if abs(change) < min_change:
+        size = change if change > 0 else -change
+        if size < min_change:
             nominal[i] = baseline
-            notes[i] = f"held: change {abs(change)} below minChange {min_change}"
-        elif abs(change) > limit:
+            notes[i] = f"held: change {size} below minChange {min_change}"
+        elif size > least and size > (limit := math.floor(baseline * fraction + 1e-9)):
+            limit = max(least, limit)  # as step_limit()
             nominal[i] = baseline + (limit if change > 0 else -limit)
             notes[i] = f"step limited to {percent}% (target {target})"
         cap = rows.caps[i]
@@ -244,30 +245,35 @@ def _fit_capacity(rows: _Class, rebalance: Rebalance) -> None:
             rows.notes[i] = f"lowered beyond step to fit capacity {budget}"
 
 
-def _reason(rows: _Class, i: int) -> str:
-    parts = [rows.scaled] if rows.scaled and rows.configured[i] > rows.guaranteed[i] else []
+def _demand_reason(rows: _Class, i: int) -> str:
     demand, target, cap = rows.demand[i], rows.targets[i], rows.caps[i]
     usage, pending = demand.usage, demand.pending
     total = usage + pending
     if total > target:
         if cap is not None and target >= cap:
-            parts.append(f"demand {total} capped at max {cap}")
-        elif pending and usage <= target:
-            parts.append(f"pending demand {pending} above nominal; share by weight")
-        else:
-            parts.append(f"usage {usage} above nominal; share by weight")
-    elif total == target:
-        parts.append(f"demand {total} met" if total else "no demand")
-    elif target == rows.guaranteed[i]:
-        parts.append(f"guarantee {target} kept; demand {total}")
-    else:
-        parts.append(f"idle capacity lendable by weight; demand {total}")
+            return f"demand {total} capped at max {cap}"
+        if pending and usage <= target:
+            return f"pending demand {pending} above nominal; share by weight"
+        return f"usage {usage} above nominal; share by weight"
+    if total == target:
+        return f"demand {total} met" if total else "no demand"
+    if target == rows.guaranteed[i]:
+        return f"guarantee {target} kept; demand {total}"
+    return f"idle capacity lendable by weight; demand {total}"
+
+
+def _reason(rows: _Class, i: int) -> str:
+    """Why the row is what it is: scaling, then demand against the target, then hysteresis."""
+    reason = _demand_reason(rows, i)
+    if rows.scaled and rows.configured[i] > rows.guaranteed[i]:
+        reason = f"{rows.scaled}; {reason}"
     note = rows.notes.get(i)
     if note:
-        parts.append(note)
-    if usage > rows.nominal[i]:
-        parts.append(f"over quota by {usage - rows.nominal[i]} until admitted work finishes")
-    return "; ".join(parts)
+        reason = f"{reason}; {note}"
+    usage, nominal = rows.demand[i].usage, rows.nominal[i]
+    if usage > nominal:
+        reason = f"{reason}; over quota by {usage - nominal} until admitted work finishes"
+    return reason
 
 
 def _baselines(
