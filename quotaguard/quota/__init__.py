@@ -15,10 +15,17 @@ from quotaguard.quota.cluster import (
     parse_snapshot,
 )
 from quotaguard.quota.demand import ClassDemand, Demand, DemandSmoother, demand_of
-from quotaguard.quota.diff import QueueChange, QuotaChange, diff, kueue_spec_patch
+from quotaguard.quota.diff import (
+    QueueChange,
+    QuotaChange,
+    diff,
+    kueue_spec_patch,
+    target_quotas,
+    volcano_spec_patch,
+)
 from quotaguard.quota.planner import ClassPlan, Plan, TenantPlan, plan
 from quotaguard.quota.queues import QueueState, current_state
-from quotaguard.quota.report import build_report, format_table, to_csv
+from quotaguard.quota.report import build_report, csv_rows, format_table, to_csv
 from quotaguard.quota.weights import UsageHistory, fair_share_weights, usage_in_gpus
 
 __all__ = [
@@ -39,6 +46,7 @@ __all__ = [
     "build_report",
     "capacities_from_totals",
     "class_capacity",
+    "csv_rows",
     "current_state",
     "demand_of",
     "diff",
@@ -49,6 +57,8 @@ __all__ = [
     "parse_objects",
     "parse_snapshot",
     "plan",
+    "target_quotas",
     "to_csv",
     "usage_in_gpus",
+    "volcano_spec_patch",
 ]
