@@ -12,6 +12,7 @@ from __future__ import annotations
 import atexit
 import base64
 import contextlib
+import ctypes
 import json
 import os
 import shutil
@@ -79,7 +80,9 @@ def wait_until(
 
 
 class Process:
-    """One control-plane binary with its log file; its own session so Ctrl-C reaches us first."""
+    """One control-plane binary with its log file; its own session so Ctrl-C reaches us first.
+    It is killed when the thread that started it exits: start clusters from a long-lived
+    thread (pytest's and `python -m e2e`'s main thread are)."""
 
     def __init__(
         self,
@@ -110,6 +113,7 @@ class Process:
                 start_new_session=True,
                 env=self.env,
                 cwd=self.cwd,
+                preexec_fn=_die_with_parent,
             )
 
     def alive(self) -> bool:
@@ -133,6 +137,18 @@ class Process:
                 f"{self.name} exited with {self.popen.returncode}; "
                 f"log {self.log}:\n{tail(self.log, 40)}"
             )
+
+
+def _die_with_parent() -> None:
+    """In the child: SIGKILL when the test process dies, even by SIGKILL or a timeout, so no
+    control plane outlives the run that started it (Linux; elsewhere a no-op). SIGKILL, not
+    SIGTERM: kube-apiserver waits on its graceful shutdown for a long time once etcd is gone."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        pr_set_pdeathsig = 1
+        libc.prctl(pr_set_pdeathsig, signal.SIGKILL)
+    except (OSError, AttributeError):
+        pass
 
 
 def tail(path: Path, lines: int) -> str:
