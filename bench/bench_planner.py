@@ -125,14 +125,14 @@ def naive_plan(
     return result
 
 
-def best_of(repeat: int, call: Any) -> float:
+def best_of(repeat: int, call: Any, clock: Any = time.perf_counter) -> float:
     """The fastest of `repeat` runs: the machine may be shared, the minimum is the least noisy."""
     times = []
     for _ in range(repeat):
         gc.collect()
-        start = time.perf_counter()
+        start = clock()
         call()
-        times.append(time.perf_counter() - start)
+        times.append(clock() - start)
     return min(times)
 
 
@@ -174,11 +174,19 @@ def main() -> int:
         )
         if tenants == TARGET_TENANTS:
             verdict = max(planned, stepped)
+            # CPU time of this process: what planning costs, without the waits for a CPU
+            # that a shared machine adds to the wall clock.
+            cpu = best_of(
+                repeat,
+                partial(plan, policy, capacity, demand, current=current),
+                time.process_time,
+            )
     assert verdict is not None
     ok = verdict < TARGET_SECONDS
     print(
-        f"\n{TARGET_TENANTS} tenants x {CLASSES} classes: {verdict * 1e3:.1f} ms "
-        f"(target < {TARGET_SECONDS * 1e3:.0f} ms): {'ok' if ok else 'TOO SLOW'}"
+        f"\n{TARGET_TENANTS} tenants x {CLASSES} classes: {verdict * 1e3:.1f} ms wall, "
+        f"{cpu * 1e3:.1f} ms cpu (target < {TARGET_SECONDS * 1e3:.0f} ms): "
+        f"{'ok' if ok else 'TOO SLOW'}"
     )
     return 0 if ok else 1
 
