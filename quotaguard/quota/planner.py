@@ -156,7 +156,6 @@ class _Class:
     """One class being planned: parallel lists, one entry per participating tenant."""
 
     budget: int
-    names: list[str]
     configured: Sequence[int]
     guaranteed: Sequence[int]
     caps: Sequence[int | None]
@@ -329,7 +328,6 @@ def plan(
         indexes = members.indexes
         rows = _Class(
             budget=cap.distributable,
-            names=[names[i] for i in indexes],
             configured=members.guaranteed,
             guaranteed=members.guaranteed,
             caps=members.caps,
