@@ -14,6 +14,8 @@ import json
 import sys
 from typing import Any
 
+from quotaguard.commands.common import read_policy
+
 KUEUE = ("kueue.x-k8s.io", ("v1beta2", "v1beta1"), ("clusterqueues", "workloads"))
 VOLCANO = ("scheduling.volcano.sh", ("v1beta1",), ("queues", "podgroups"))
 
@@ -118,8 +120,6 @@ def _list_cluster(kubeconfig: str, context: str | None, backend: str) -> list[An
 
 
 def run(args: argparse.Namespace) -> int:
-    from quotaguard.policy.loader import load_policy_file
-    from quotaguard.policy.problems import PolicyInvalid
     from quotaguard.quota.capacity import class_capacity
     from quotaguard.quota.cluster import SnapshotError, load_snapshot, parse_objects
     from quotaguard.quota.demand import demand_of
@@ -128,14 +128,8 @@ def run(args: argparse.Namespace) -> int:
     from quotaguard.quota.report import build_report, format_table, to_csv
     from quotaguard.quota.weights import UsageHistory, fair_share_weights, usage_in_gpus
 
-    try:
-        policy = load_policy_file(args.policy)
-    except OSError as exc:
-        print(f"{args.policy}: cannot read: {exc.strerror or exc}", file=sys.stderr)
-        return 2
-    except PolicyInvalid as exc:
-        for located in exc.errors:
-            print(located, file=sys.stderr)
+    policy = read_policy(args.policy)
+    if policy is None:
         return 2
     source = args.snapshot or args.kubeconfig
     try:

@@ -12,6 +12,8 @@ import sys
 from collections.abc import Mapping
 from typing import Any
 
+from quotaguard.commands.common import read_policy
+
 
 class InputError(Exception):
     """Unusable input: one line for stderr, exit 2."""
@@ -40,16 +42,9 @@ def register(verbs: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from quotaguard.admission import BadReview, review_offline
-    from quotaguard.policy.loader import load_policy_file
-    from quotaguard.policy.problems import PolicyInvalid
 
-    try:
-        policy = load_policy_file(args.policy)
-    except OSError as exc:
-        print(f"{args.policy}: cannot read: {exc.strerror or exc}", file=sys.stderr)
-        return 2
-    except PolicyInvalid as exc:
-        print(exc, file=sys.stderr)
+    policy = read_policy(args.policy)
+    if policy is None:
         return 2
     name = "<stdin>" if args.input == "-" else args.input
     try:

@@ -7,6 +7,8 @@ import json
 import sys
 from typing import Any, TextIO
 
+from quotaguard.commands.common import read_policy
+
 PROGRESS_MIN_WORKLOADS = 5000  # shorter traces finish before a bar would be worth drawing
 BAR_WIDTH = 30
 
@@ -57,20 +59,12 @@ class ProgressBar:
 
 
 def run(args: argparse.Namespace) -> int:
-    from quotaguard.policy.loader import load_policy_file
-    from quotaguard.policy.problems import PolicyInvalid
     from quotaguard.simulate.report import render_text, result_json
     from quotaguard.simulate.simulation import simulate
     from quotaguard.simulate.trace import TraceInvalid, load_trace
 
-    try:
-        policy = load_policy_file(args.policy)
-    except OSError as exc:
-        print(f"{args.policy}: cannot read: {exc.strerror or exc}", file=sys.stderr)
-        return 2
-    except PolicyInvalid as exc:
-        for problem in exc.errors:
-            print(problem, file=sys.stderr)
+    policy = read_policy(args.policy)
+    if policy is None:
         return 2
     try:
         trace = load_trace(args.trace, gpu_resources=policy.gpu_resources)
