@@ -378,18 +378,10 @@ class KubernetesCluster:
     @classmethod
     def connect(cls, kubeconfig: str | None) -> KubernetesCluster:
         from kubernetes import client
-        from kubernetes import config as kube_config
 
-        config: Any = kube_config  # untyped module
-        configuration = client.Configuration()
-        if kubeconfig:
-            config.load_kube_config(config_file=kubeconfig, client_configuration=configuration)
-        else:
-            try:
-                config.load_incluster_config(client_configuration=configuration)
-            except config.ConfigException:
-                config.load_kube_config(client_configuration=configuration)
-        api_client = client.ApiClient(configuration)
+        from quotaguard.kubeclient import api_client as connect
+
+        api_client = connect(kubeconfig)
         return cls(client.CoreV1Api(api_client), client.AdmissionregistrationV1Api(api_client))
 
     def _call(self, what: str, call: Callable[[], Any]) -> JsonObject | None:

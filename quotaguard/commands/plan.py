@@ -81,13 +81,10 @@ def _get_json(api: Any, path: str) -> Any:
 
 def _list_cluster(kubeconfig: str, context: str | None, backend: str) -> list[Any]:
     """Every object the planner reads, listed once each, as plain dicts."""
-    from kubernetes import client, config
+    from quotaguard.kubeclient import api_client
 
-    configuration = client.Configuration()
-    load: Any = config.load_kube_config
-    load(config_file=kubeconfig, context=context, client_configuration=configuration)
-    configuration.retries = 1  # one retry, then say so: a person is waiting
-    api = client.ApiClient(configuration)
+    # One retry, then say so: a person is waiting.
+    api = api_client(kubeconfig, context=context, retries=1)
     items: list[Any] = []
 
     def add(document: Any, kind: str, api_version: str) -> None:

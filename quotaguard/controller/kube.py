@@ -10,6 +10,8 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from quotaguard import kubeclient
+
 KUEUE_GROUP = "kueue.x-k8s.io"
 KUEUE_VERSIONS = ("v1beta2", "v1beta1")  # preferred first
 VOLCANO_GROUP = "scheduling.volcano.sh"
@@ -27,21 +29,9 @@ class KubeClients:
     def connect(cls, kubeconfig: str | None = None, *, pool_size: int = 32) -> KubeClients:
         """From a kubeconfig file, or the in-cluster service account when none is given."""
         from kubernetes import client
-        from kubernetes import config as kube_config
 
-        config: Any = kube_config  # untyped module
-
-        configuration = client.Configuration()
-        if kubeconfig:
-            config.load_kube_config(config_file=kubeconfig, client_configuration=configuration)
-        else:
-            try:
-                config.load_incluster_config(client_configuration=configuration)
-            except config.ConfigException:
-                config.load_kube_config(client_configuration=configuration)
         # One connection per long-lived watch plus the short calls of the loop and the elector.
-        configuration.connection_pool_maxsize = pool_size
-        api_client = client.ApiClient(configuration)
+        api_client = kubeclient.api_client(kubeconfig, pool_size=pool_size)
         return cls(
             core=client.CoreV1Api(api_client),
             custom=client.CustomObjectsApi(api_client),
