@@ -19,9 +19,7 @@ from quotaguard.quota.diff import (
     QueueChange,
     QuotaChange,
     diff,
-    kueue_spec_patch,
     target_quotas,
-    volcano_spec_patch,
 )
 from quotaguard.quota.planner import ClassPlan, Plan, TenantPlan, plan
 from quotaguard.quota.queues import QueueState, current_state
@@ -52,7 +50,6 @@ __all__ = [
     "diff",
     "fair_share_weights",
     "format_table",
-    "kueue_spec_patch",
     "load_snapshot",
     "parse_objects",
     "parse_snapshot",
@@ -60,5 +57,4 @@ __all__ = [
     "target_quotas",
     "to_csv",
     "usage_in_gpus",
-    "volcano_spec_patch",
 ]

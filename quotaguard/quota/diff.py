@@ -1,4 +1,5 @@
-"""What the controller must write to make the queues match a plan, and the patches that do it.
+"""What the controller must write to make the queues match a plan (the specs themselves are
+built by `quotaguard.controller.kueue` and `quotaguard.controller.volcano`).
 
 `diff(current, target)` compares queue by queue and lists only what differs (empty when the
 queues already hold the plan). For Kueue every GPU class appears in the tenant's GPU resource
@@ -10,9 +11,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
-from quotaguard.quota.cluster import ClusterQueue, ResourceQuota
+from quotaguard.quota.cluster import ResourceQuota
 from quotaguard.quota.planner import Plan, TenantPlan
 from quotaguard.quota.queues import QueueState
 
@@ -94,110 +94,3 @@ def diff(current: Mapping[str, QueueState], target: Plan) -> list[QueueChange]:
 def volcano_weight(weight: float) -> int:
     """Volcano queue weights are whole numbers of at least 1."""
     return max(1, round(weight))
-
-
-def _quantity(value: int | float) -> str:
-    return f"{value:g}" if isinstance(value, float) else str(value)
-
-
-def _resource_entry(resource: str, quota: ResourceQuota) -> dict[str, Any]:
-    entry: dict[str, Any] = {"name": resource, "nominalQuota": _quantity(quota.nominal)}
-    if quota.borrowing_limit is not None:
-        entry["borrowingLimit"] = _quantity(quota.borrowing_limit)
-    if quota.lending_limit is not None:
-        entry["lendingLimit"] = _quantity(quota.lending_limit)
-    return entry
-
-
-def gpu_resource_group(plan: Plan, tenant: TenantPlan) -> dict[str, Any]:
-    """The Kueue resource group of every GPU class: each flavor lists every covered resource
-    (combinations no class offers get nominal 0), as Kueue requires."""
-    by_pair = {plan.flavors[name]: quota for name, quota in target_quotas(plan, tenant).items()}
-    resources = sorted({resource for _, resource in plan.flavors.values()})
-    flavors = list(dict.fromkeys(flavor for flavor, _ in plan.flavors.values()))
-    return {
-        "coveredResources": resources,
-        "flavors": [
-            {
-                "name": flavor,
-                "resources": [
-                    _resource_entry(
-                        resource,
-                        by_pair.get((flavor, resource), ResourceQuota(0, None, None)),
-                    )
-                    for resource in resources
-                ],
-            }
-            for flavor in flavors
-        ],
-    }
-
-
-def _without_gpus(group: Mapping[str, Any], gpu: set[str]) -> dict[str, Any] | None:
-    """A resource group with the GPU resources taken out (None when nothing is left)."""
-    covered = [r for r in group.get("coveredResources") or [] if r not in gpu]
-    if not covered:
-        return None
-    flavors = []
-    for flavor in group.get("flavors") or []:
-        resources = [r for r in flavor.get("resources") or [] if r.get("name") not in gpu]
-        flavors.append({**flavor, "resources": resources})
-    return {**group, "coveredResources": covered, "flavors": flavors}
-
-
-def kueue_spec_patch(
-    plan: Plan, tenant: TenantPlan, queue: ClusterQueue | None = None
-) -> dict[str, Any]:
-    """A merge patch for the tenant's ClusterQueue (or the spec of a new one).
-
-    Resource groups that cover no GPU class resource are kept exactly; the GPU classes are
-    written as one group, in the place of the first group that covered any of them.
-    """
-    gpu = {resource for _, resource in plan.flavors.values()}
-    groups: list[Any] = []
-    placed = False
-    existing = list((queue.spec.get("resourceGroups") or []) if queue is not None else [])
-    for group in existing:
-        if not isinstance(group, Mapping) or not gpu & set(group.get("coveredResources") or []):
-            groups.append(group)
-            continue
-        if not placed:
-            groups.append(gpu_resource_group(plan, tenant))
-            placed = True
-        rest = _without_gpus(group, gpu)
-        if rest is not None:
-            groups.append(rest)
-    if not placed:
-        groups.append(gpu_resource_group(plan, tenant))
-    # v1beta1 names the cohort field `cohort`; v1beta2 `cohortName`.
-    cohort_field = (
-        "cohort" if queue is not None and queue.api_version.endswith("v1beta1") else ("cohortName")
-    )
-    return {
-        "spec": {
-            "resourceGroups": groups,
-            cohort_field: plan.cohort,
-            "fairSharing": {"weight": _quantity(tenant.weight)},
-        }
-    }
-
-
-def volcano_spec_patch(plan: Plan, tenant: TenantPlan) -> dict[str, Any]:
-    """A merge patch for the tenant's Volcano Queue: weight, capability (= max),
-    guarantee (= guaranteed) and deserved (= the target nominal)."""
-    capability: dict[str, str | None] = {}
-    guarantee: dict[str, str] = {}
-    deserved: dict[str, str] = {}
-    for row in tenant.classes:
-        # A merge patch deletes a key set to null: an unbounded class has no capability.
-        capability[row.resource] = None if row.max is None else str(row.max)
-        guarantee[row.resource] = str(row.guaranteed)
-        deserved[row.resource] = str(row.nominal)
-    return {
-        "spec": {
-            "weight": volcano_weight(tenant.weight),
-            "capability": capability,
-            "guarantee": {"resource": guarantee},
-            "deserved": deserved,
-        }
-    }

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
 from pathlib import Path
 
 from quotaguard.quota.capacity import class_capacity
 from quotaguard.quota.cluster import ResourceQuota, load_snapshot
 from quotaguard.quota.demand import demand_of
-from quotaguard.quota.diff import diff, kueue_spec_patch, target_quotas, volcano_spec_patch
+from quotaguard.quota.diff import diff, target_quotas
 from quotaguard.quota.planner import Plan, plan
 from quotaguard.quota.queues import QueueState, current_state
 from tests.quota.test_cluster import FIXTURE, SAMPLE
@@ -56,76 +55,6 @@ def test_missing_queue_is_created_with_cohort_weight_and_every_class() -> None:
         "h100-1g.10gb": ResourceQuota(7, 0, 7),
         "h100-3g.40gb": ResourceQuota(0, 0, 0),
         "shared": ResourceQuota(30, 2, 22),
-    }
-
-
-def test_kueue_patch_rewrites_only_the_gpu_group() -> None:
-    result, _ = fixture_plan()
-    snapshot = load_snapshot(FIXTURE, gpu_resources=SAMPLE.gpu_resources)
-    queue = next(q for q in snapshot.cluster_queues if q.name == "training")
-    training = result.tenant("training")
-    assert training is not None
-    spec = kueue_spec_patch(result, training, queue)["spec"]
-    cpu_group, gpu_group = spec["resourceGroups"]
-    assert cpu_group == queue.spec["resourceGroups"][0]
-    resources = [
-        "nvidia.com/gpu",
-        "nvidia.com/gpu.shared",
-        "nvidia.com/mig-1g.10gb",
-        "nvidia.com/mig-3g.40gb",
-    ]
-    assert gpu_group["coveredResources"] == resources
-    assert [f["name"] for f in gpu_group["flavors"]] == [
-        "h100",
-        "h100-1g.10gb",
-        "h100-3g.40gb",
-        "shared",
-    ]
-    for flavor in gpu_group["flavors"]:
-        assert [r["name"] for r in flavor["resources"]] == resources
-    h100 = gpu_group["flavors"][0]["resources"]
-    assert h100[0] == {
-        "name": "nvidia.com/gpu",
-        "nominalQuota": "20",
-        "borrowingLimit": "28",
-        "lendingLimit": "4",
-    }
-    assert h100[1] == {"name": "nvidia.com/gpu.shared", "nominalQuota": "0"}
-    shared = gpu_group["flavors"][3]["resources"][1]
-    assert shared == {
-        "name": "nvidia.com/gpu.shared",
-        "nominalQuota": "0",
-        "borrowingLimit": "0",
-        "lendingLimit": "0",
-    }
-    assert spec["cohortName"] == "gpu-pool"
-    assert spec["fairSharing"] == {"weight": "3"}
-
-
-def test_kueue_patch_of_a_v1beta1_queue_uses_cohort() -> None:
-    result, _ = fixture_plan()
-    snapshot = load_snapshot(FIXTURE, gpu_resources=SAMPLE.gpu_resources)
-    queue = next(q for q in snapshot.cluster_queues if q.name == "inference")
-    old = replace(queue, api_version="kueue.x-k8s.io/v1beta1")
-    inference = result.tenant("inference")
-    assert inference is not None
-    spec = kueue_spec_patch(result, inference, old)["spec"]
-    assert spec["cohort"] == "gpu-pool" and "cohortName" not in spec
-    new = kueue_spec_patch(result, inference)["spec"]
-    assert len(new["resourceGroups"]) == 1
-
-
-def test_volcano_patch() -> None:
-    result, _ = fixture_plan()
-    training = result.tenant("training")
-    assert training is not None
-    assert volcano_spec_patch(result, training) == {
-        "spec": {
-            "weight": 3,
-            "capability": {"nvidia.com/gpu": "48", "nvidia.com/mig-3g.40gb": "4"},
-            "guarantee": {"resource": {"nvidia.com/gpu": "16", "nvidia.com/mig-3g.40gb": "0"}},
-            "deserved": {"nvidia.com/gpu": "20", "nvidia.com/mig-3g.40gb": "1"},
-        }
     }
 
 
