@@ -338,54 +338,8 @@ def shared_gpu_node(
 # Webhook configurations
 
 
-WEBHOOK_RULES: list[dict[str, Any]] = [
-    {"apiGroups": [""], "apiVersions": ["v1"], "resources": ["pods"]},
-    {"apiGroups": ["batch"], "apiVersions": ["v1"], "resources": ["jobs"]},
-    {"apiGroups": ["batch.volcano.sh"], "apiVersions": ["v1alpha1"], "resources": ["jobs"]},
-    {"apiGroups": ["jobset.x-k8s.io"], "apiVersions": ["v1alpha2"], "resources": ["jobsets"]},
-]
-
-
-def default_webhook_configurations() -> list[dict[str, Any]]:
-    """The documented shape, for when the repository has no webhook/ manifests."""
-
-    def hook(name: str, path: str) -> dict[str, Any]:
-        return {
-            "name": name,
-            "admissionReviewVersions": ["v1"],
-            "sideEffects": "None",
-            "failurePolicy": "Fail",
-            "timeoutSeconds": 10,
-            "clientConfig": {
-                "service": {
-                    "name": "quotaguard",
-                    "namespace": "quotaguard-system",
-                    "path": path,
-                    "port": 443,
-                }
-            },
-            "rules": [{**r, "operations": ["CREATE"], "scope": "*"} for r in WEBHOOK_RULES],
-        }
-
-    mutating = {**hook("mutate.quotaguard.dev", "/mutate"), "reinvocationPolicy": "IfNeeded"}
-    return [
-        {
-            "apiVersion": "admissionregistration.k8s.io/v1",
-            "kind": "MutatingWebhookConfiguration",
-            "metadata": {"name": "quotaguard"},
-            "webhooks": [mutating],
-        },
-        {
-            "apiVersion": "admissionregistration.k8s.io/v1",
-            "kind": "ValidatingWebhookConfiguration",
-            "metadata": {"name": "quotaguard"},
-            "webhooks": [hook("validate.quotaguard.dev", "/validate")],
-        },
-    ]
-
-
 def load_webhook_configurations(directory: Path = WEBHOOK_DIR) -> list[dict[str, Any]]:
-    """Mutating/Validating webhook configurations from `directory`/*.yaml (or the default)."""
+    """The Mutating/Validating webhook configurations in `directory`/*.yaml."""
     docs: list[dict[str, Any]] = []
     for f in sorted(directory.glob("*.yaml")) + sorted(directory.glob("*.yml")):
         for doc in yaml.safe_load_all(f.read_text()):
@@ -394,7 +348,9 @@ def load_webhook_configurations(directory: Path = WEBHOOK_DIR) -> list[dict[str,
                 "ValidatingWebhookConfiguration",
             ):
                 docs.append(doc)
-    return docs or default_webhook_configurations()
+    if not docs:
+        raise ClusterError(f"no webhook configurations in {directory}/*.yaml")
+    return docs
 
 
 def rewrite_webhook_configurations(
