@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import atexit
 import base64
-import contextlib
 import ctypes
 import json
 import os
@@ -942,14 +941,3 @@ class Cluster:
                 f"---- {name} ({state}) {proc.log} (last {lines} lines)\n{tail(proc.log, lines)}"
             )
         return "\n".join(parts)
-
-
-@contextlib.contextmanager
-def running_cluster(toolchain: Toolchain, **kwargs: Any) -> Any:
-    """`with running_cluster(tc, controllers=True) as c:` — starts and stops a Cluster."""
-    cluster = Cluster(toolchain, **kwargs)
-    cluster.start()
-    try:
-        yield cluster
-    finally:
-        cluster.stop()
