@@ -450,7 +450,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--check", action="store_true", help="build nothing; exit 1 if missing")
     parser.add_argument("--force", action="store_true", help="rebuild even when stamps match")
+    parser.add_argument(
+        "--optional",
+        action="store_true",
+        help="without Go on PATH, say so and exit 0 (the suite then skips e2e); "
+        "under CI=true a missing Go still fails",
+    )
     args = parser.parse_args(argv)
+    if args.optional and shutil.which("go") is None and os.environ.get("CI") != "true":
+        print("[e2e.build] no `go` on PATH: e2e tests will be skipped", file=sys.stderr)
+        return 0
     if args.check:
         tc = toolchain()
         missing = tc.missing()
