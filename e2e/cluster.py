@@ -879,7 +879,7 @@ class Cluster:
             "quotaguard",
             "serve",
             "--policy",
-            str(policy.resolve()),
+            str(policy.absolute()),  # not resolve(): a symlinked policy (ConfigMap) stays one
             "--components",
             components,
             "--kubeconfig",
