@@ -6,8 +6,9 @@ Assertions are on what the API server stores and on what kubectl prints (warning
 on stderr). Whether the API server sent an object at all is read from the server's own counter
 `quotaguard_admission_requests_total` on its HTTP port.
 
-One quotaguard server serves the whole module (its policy is a copy in a temporary directory,
-so the reload test can edit it); tests that stop the webhook run on a private cluster.
+One quotaguard server serves the whole module. It reads a copy of the policy laid out like a
+mounted ConfigMap, so the reload test can update it the way the kubelet does. Tests that stop
+the webhook run on a private cluster.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import shutil
 import ssl
 import subprocess
 import sys
+import time
 import urllib.request
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
@@ -44,7 +46,9 @@ NOTEBOOKS = "nb-webhook-e2e"  # tenant notebooks: "nb-*"
 NO_TENANT = "no-tenant-webhook-e2e"  # no tenant; unmatchedNamespaces: deny
 IGNORED = "ignored-webhook-e2e"  # no tenant either, but labelled quotaguard.dev/ignore=true
 
-REQUESTS_METRIC = "quotaguard_admission_requests"
+REQUESTS_METRIC = "quotaguard_admission_requests_total"
+GENERATION_METRIC = "quotaguard_policy_generation"
+RELOAD_FAILURES_METRIC = "quotaguard_policy_reload_failures_total"
 MIG_1G = "nvidia.com/mig-1g.10gb"
 MIG_3G = "nvidia.com/mig-3g.40gb"
 SHARED = "nvidia.com/gpu.shared"
@@ -145,7 +149,7 @@ class Webhook:
 
     def sent(self, **selector: str) -> float:
         """Admission requests the server has answered (optionally: operation, kind, result)."""
-        return self.metric(f"{REQUESTS_METRIC}_total", **selector)
+        return self.metric(REQUESTS_METRIC, **selector)
 
     def create(
         self, obj: Mapping[str, Any]
@@ -188,10 +192,27 @@ def resource_of(obj: Mapping[str, Any]) -> str:
     return f"{plural}.{group}" if group else plural
 
 
+def write_configmap_file(path: Path, text: str) -> None:
+    """Write `path` the way the kubelet updates a mounted ConfigMap: the file is a symlink to
+    `..data/<name>`, and `..data` is swapped atomically to a new timestamped directory."""
+    volume = path.parent
+    previous = (volume / "..data").resolve() if (volume / "..data").is_symlink() else None
+    version = volume / f"..{time.strftime('%Y_%m_%d_%H_%M_%S')}.{time.monotonic_ns()}"
+    version.mkdir()
+    (version / path.name).write_text(text)
+    staged = volume / "..data_tmp"
+    staged.symlink_to(version.name)
+    os.replace(staged, volume / "..data")
+    if not path.is_symlink():
+        path.symlink_to(f"..data/{path.name}")
+    if previous is not None:
+        shutil.rmtree(previous)
+
+
 @pytest.fixture(scope="module")
 def webhook(cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Webhook]:
     policy = tmp_path_factory.mktemp("webhook-policy") / "policy.yaml"
-    shutil.copyfile(POLICY, policy)
+    write_configmap_file(policy, POLICY.read_text())
     for name in (INFERENCE, TRAINING, NOTEBOOKS, NO_TENANT):
         cluster.create_namespace(name)
     cluster.create_namespace(IGNORED, labels={"quotaguard.dev/ignore": "true"})
@@ -581,18 +602,10 @@ def _post(server: QuotaguardServer, path: str, body: bytes) -> Any:
 # Policy hot reload
 
 
-def write_atomically(path: Path, text: str) -> None:
-    partial = path.with_suffix(".partial")
-    partial.write_text(text)
-    os.replace(partial, path)
-
-
 def test_policy_file_changes_take_effect_without_restart(webhook: Webhook) -> None:
     original = webhook.policy.read_text()
     namespace = "hotreload-webhook-e2e"
     webhook.cluster.create_namespace(namespace)
-    generation = webhook.metric("quotaguard_policy_generation")
-    failures = webhook.metric("quotaguard_policy_reload_failures_total")
     try:
         assert "unmatchedNamespaces is deny" in webhook.refused(pod("before", namespace, gpus(1)))
 
@@ -601,40 +614,42 @@ def test_policy_file_changes_take_effect_without_restart(webhook: Webhook) -> No
             'namespaces: ["nb-*", notebooks]', f'namespaces: ["nb-*", notebooks, {namespace}]'
         )
         assert grown != original
-        write_atomically(webhook.policy, grown)
-        wait_until(
-            lambda: webhook.metric("quotaguard_policy_generation") > generation,
-            timeout=20,
-            what="the changed policy in force",
-        )
+        replace_policy(webhook, grown)
         stored, _ = webhook.create(pod("after", namespace, gpus(1)))
         assert limits_of(stored) == {SHARED: "1"}
         assert annotations_of(stored)["quotaguard.dev/tenant"] == "notebooks"
-        in_force = webhook.metric("quotaguard_policy_generation")
 
-        # An invalid edit is refused; the last good policy keeps answering.
-        write_atomically(webhook.policy, grown.replace("maxGPUsPerPod: 1", "maxGPUsPerPod: -3"))
+        # An invalid edit is refused, logged and counted; the last good policy keeps answering.
+        in_force = webhook.metric(GENERATION_METRIC)
+        failures = webhook.metric(RELOAD_FAILURES_METRIC, reason="invalid")
+        write_configmap_file(webhook.policy, grown.replace("maxGPUsPerPod: 1", "maxGPUsPerPod: -3"))
         wait_until(
-            lambda: webhook.metric("quotaguard_policy_reload_failures_total") > failures,
+            lambda: webhook.metric(RELOAD_FAILURES_METRIC, reason="invalid") > failures,
             timeout=20,
             what="the invalid policy refused",
         )
-        assert webhook.metric("quotaguard_policy_generation") == in_force
+        assert webhook.metric(GENERATION_METRIC) == in_force
         stored, _ = webhook.create(pod("still", namespace, gpus(1)))
         assert limits_of(stored) == {SHARED: "1"}
-        log = webhook.server.process.log.read_text()
-        assert "policy refused" in log
+        assert "policy refused" in webhook.server.process.log.read_text()
+
+        replace_policy(webhook, original)
+        assert "unmatchedNamespaces is deny" in webhook.refused(pod("again", namespace, gpus(1)))
     finally:
-        write_atomically(webhook.policy, original)
-        wait_until(
-            lambda: (
-                "unmatchedNamespaces is deny"
-                in webhook.refused(pod("restored", namespace, gpus(1)))
-            ),
-            timeout=20,
-            what="the original policy back in force",
-        )
+        if webhook.policy.read_text() != original:  # the module's other tests need it back
+            replace_policy(webhook, original)
         webhook.cluster.kubectl("delete", "namespace", namespace, "--wait=false")
+
+
+def replace_policy(webhook: Webhook, text: str) -> None:
+    """Write a valid policy and wait until the server has put it in force."""
+    generation = webhook.metric(GENERATION_METRIC)
+    write_configmap_file(webhook.policy, text)
+    wait_until(
+        lambda: webhook.metric(GENERATION_METRIC) > generation,
+        timeout=20,
+        what="the changed policy in force",
+    )
 
 
 # --------------------------------------------------------------------------------------------
