@@ -24,6 +24,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench.machine import load_average, machine, write_result
 from quotaguard.policy.model import TenantPolicy
 from quotaguard.quota.capacity import ClassCapacity
 from quotaguard.quota.demand import ClassDemand
@@ -143,6 +144,7 @@ def main() -> int:
     columns = ("tenants", "rows", "plan ms", "+current ms", "naive ms", "naive/plan")
     print(" ".join(f"{name:>{width}}" for name, width in zip(columns, WIDTHS, strict=True)))
     verdict = None
+    curve = []
     for tenants in (100, 300, 1_000, 3_000, 10_000):
         policy, capacity, demand, current = make_case(tenants)
         repeat = args.repeat if tenants <= 3_000 else max(1, args.repeat // 2)
@@ -172,6 +174,17 @@ def main() -> int:
             f"{naive * 1e3:>9.1f} {naive / planned:>10.1f}x"
             + (f"  ({differing} rows differ by 2+ units: rounding rule)" if differing else "")
         )
+        curve.append(
+            {
+                "tenants": tenants,
+                "rows": tenants * CLASSES,
+                "plan_ms": round(planned * 1e3, 2),
+                "plan_with_current_ms": round(stepped * 1e3, 2),
+                "naive_ms": round(naive * 1e3, 2),
+                "naive_over_plan": round(naive / planned, 2),
+                "load_average": load_average()[0],
+            }
+        )
         if tenants == TARGET_TENANTS:
             verdict = max(planned, stepped)
             # CPU time of this process: what planning costs, without the waits for a CPU
@@ -188,6 +201,11 @@ def main() -> int:
         f"{cpu * 1e3:.1f} ms cpu (target < {TARGET_SECONDS * 1e3:.0f} ms): "
         f"{'ok' if ok else 'TOO SLOW'}"
     )
+    at_target = {"wall_ms": round(verdict * 1e3, 2), "cpu_ms": round(cpu * 1e3, 2)}
+    write_result(
+        "planner", {"target_ms": TARGET_SECONDS * 1e3, "at_target": at_target, "curve": curve}
+    )
+    print(f"machine {machine()}")
     return 0 if ok else 1
 
 
