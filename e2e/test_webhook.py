@@ -481,6 +481,25 @@ def test_queue_of_another_tenant_is_refused(webhook: Webhook) -> None:
     )
 
 
+def test_node_selector_against_the_class_placement_is_refused(webhook: Webhook) -> None:
+    elsewhere = pod("misplaced", TRAINING, gpus(2))
+    elsewhere["spec"]["nodeSelector"] = {"nvidia.com/gpu.product": "NVIDIA-A100-SXM4-80GB"}
+    stderr = webhook.refused(elsewhere)
+    assert (
+        denial(
+            "pods.mutate.quotaguard.dev",
+            'tenant "training": class "h100" runs on nodes with '
+            "nvidia.com/gpu.product=NVIDIA-H100-80GB-HBM3, but the nodeSelector sets "
+            "nvidia.com/gpu.product=NVIDIA-A100-SXM4-80GB",
+        )
+        in stderr
+    ), stderr
+    # Without a conflict the class's nodeSelector is merged in.
+    stored, _ = webhook.create(pod("placed", TRAINING, gpus(2)))
+    assert stored["spec"]["nodeSelector"] == H100_SELECTOR
+    assert limits_of(stored) == {GPU: "2"}
+
+
 def test_gpu_pod_in_a_namespace_no_tenant_owns_is_refused(webhook: Webhook) -> None:
     stderr = webhook.refused(pod("stray", NO_TENANT, gpus(1)))
     assert (
