@@ -51,9 +51,16 @@ from quotaguard.controller.write import (
 )
 from quotaguard.policy.model import TenantPolicy
 from quotaguard.quota.capacity import class_capacity
-from quotaguard.quota.cluster import parse_objects
+from quotaguard.quota.cluster import ResourceQuota, parse_objects
 from quotaguard.quota.demand import DemandSmoother, demand_of
-from quotaguard.quota.diff import QueueChange, diff, target_quotas
+from quotaguard.quota.diff import (
+    QueueChange,
+    diff,
+    held_back,
+    held_quotas,
+    room_first,
+    target_quotas,
+)
 from quotaguard.quota.planner import Plan, TenantPlan, plan
 from quotaguard.quota.queues import QueueState, current_state
 from quotaguard.quota.report import build_report
@@ -373,9 +380,15 @@ class Controller:
         return QueueApi(KUEUE_GROUP, served.kueue, "clusterqueues", "ClusterQueue")
 
     def _rules(
-        self, policy: TenantPolicy, api: QueueApi, the_plan: Plan, tenant: TenantPlan
+        self,
+        policy: TenantPolicy,
+        api: QueueApi,
+        the_plan: Plan,
+        tenant: TenantPlan,
+        quotas: Mapping[str, ResourceQuota] | None = None,
     ) -> SpecRules:
-        quotas = target_quotas(the_plan, tenant)
+        """How to build the tenant's queue spec: the plan's targets, or `quotas` instead."""
+        quotas = target_quotas(the_plan, tenant) if quotas is None else quotas
         if api.group == VOLCANO_GROUP:
             return SpecRules(
                 build=functools.partial(
@@ -425,33 +438,44 @@ class Controller:
             request_timeout=self.settings.write_timeout,
         )
         template = VOLCANO_CREATE_TEMPLATE if api.group == VOLCANO_GROUP else KUEUE_CREATE_TEMPLATE
-        outcomes = []
-        for change in diff(current, the_plan):
-            tenant = the_plan.tenant(change.tenant)
-            if tenant is None:
-                continue
-            rules = self._rules(policy, api, the_plan, tenant)
-            existing = cached.get(change.queue)
-            if existing is None and not manage:
-                outcomes.append(WriteOutcome(change.queue, "missing"))
-                continue
-            if existing is not None:
-                spec = existing.get("spec") or {}
-                if rules.same(spec, rules.build(spec)):
-                    continue  # only a weight move within tolerance: no request at all
-            outcome = writer.write(change.queue, rules, template=template if manage else None)
-            outcomes.append(outcome)
-            if outcome.written is not None:
-                if cache is not None:
-                    cache.upsert(outcome.written)
-                self._announce(outcome, change)
-            if outcome.result in ("error", "conflict"):
-                log.warning(
-                    "writing queue %s failed: %s",
-                    outcome.queue,
-                    outcome.detail,
-                    extra={"queue": outcome.queue, "result": outcome.result},
-                )
+        outcomes: list[WriteOutcome] = []
+        # Cuts before raises: queues written one by one never hold more than the plan gives out.
+        first, second = room_first(diff(current, the_plan))
+        passes = [first, [(change, False) for change in second]]
+        for writes in passes:
+            failed = False
+            for change, hold in writes:
+                tenant = the_plan.tenant(change.tenant)
+                if tenant is None:
+                    continue
+                quotas = held_quotas(the_plan, tenant, change) if hold else None
+                rules = self._rules(policy, api, the_plan, tenant, quotas)
+                existing = cached.get(change.queue)
+                if existing is None and not manage:
+                    outcomes.append(WriteOutcome(change.queue, "missing"))
+                    continue
+                if existing is not None:
+                    spec = existing.get("spec") or {}
+                    if rules.same(spec, rules.build(spec)):
+                        continue  # only a weight move within tolerance: no request at all
+                outcome = writer.write(change.queue, rules, template=template if manage else None)
+                outcomes.append(outcome)
+                if outcome.written is not None:
+                    if cache is not None:
+                        cache.upsert(outcome.written)
+                    cached[change.queue] = outcome.written
+                    self._announce(outcome, held_back(change) if hold else change)
+                if outcome.result in ("error", "conflict", "not_leader"):
+                    failed = True
+                if outcome.result in ("error", "conflict"):
+                    log.warning(
+                        "writing queue %s failed: %s",
+                        outcome.queue,
+                        outcome.detail,
+                        extra={"queue": outcome.queue, "result": outcome.result},
+                    )
+            if failed:
+                break  # a cut that did not land: raising others now could overcommit
         return outcomes
 
     def _announce(self, outcome: WriteOutcome, change: QueueChange) -> None:

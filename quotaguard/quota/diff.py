@@ -10,7 +10,7 @@ limits 0, so the tenant can neither use nor borrow it.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from quotaguard.quota.cluster import ResourceQuota
 from quotaguard.quota.planner import Plan, TenantPlan
@@ -89,6 +89,52 @@ def diff(current: Mapping[str, QueueState], target: Plan) -> list[QueueChange]:
         if not change.empty:
             changes.append(change)
     return changes
+
+
+def _nominal(quota: ResourceQuota | None) -> int:
+    return quota.nominal if quota is not None else 0
+
+
+def _raises(change: QueueChange) -> bool:
+    return any(q.quota.nominal > _nominal(q.before) for q in change.quotas)
+
+
+def _lowers(change: QueueChange) -> bool:
+    return any(q.quota.nominal < _nominal(q.before) for q in change.quotas)
+
+
+def held_back(change: QueueChange) -> QueueChange:
+    """The change without its raises of a nominal quota."""
+    kept = tuple(q for q in change.quotas if q.quota.nominal <= _nominal(q.before))
+    return replace(change, quotas=kept)
+
+
+def held_quotas(plan: Plan, tenant: TenantPlan, change: QueueChange) -> dict[str, ResourceQuota]:
+    """`target_quotas`, except that a class whose nominal quota the change raises keeps what
+    the queue holds now."""
+    quotas = target_quotas(plan, tenant)
+    for q in change.quotas:
+        if q.quota.nominal > _nominal(q.before):
+            quotas[q.class_name] = q.before if q.before is not None else NO_QUOTA
+    return quotas
+
+
+def room_first(
+    changes: list[QueueChange],
+) -> tuple[list[tuple[QueueChange, bool]], list[QueueChange]]:
+    """The changes as two passes of writes, so that while queues are written one by one the
+    nominal quotas of a class never add up to more than the plan gives out (were a raise written
+    before another queue's cut, the cohort would hold more than the capacity for a moment).
+
+    First pass: every change that raises no nominal quota, and the part of each change that
+    both raises and lowers without its raises (`(change, True)`: write `held_quotas`). Second
+    pass: every change that raises a nominal quota, in full; write it only when the whole first
+    pass was written."""
+    first = [
+        (change, _raises(change)) for change in changes if not _raises(change) or _lowers(change)
+    ]
+    second = [change for change in changes if _raises(change)]
+    return first, second
 
 
 def volcano_weight(weight: float) -> int:

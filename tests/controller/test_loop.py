@@ -480,3 +480,55 @@ def test_manage_queues_creates_what_is_missing(server):
     assert local[("training", "training")]["spec"] == {"clusterQueue": "training"}
     # created once: the second interval creates nothing more
     assert len(server.writes("create")) == 3 + 3 + 1
+
+
+SHARED_CLASS_POLICY = """
+apiVersion: quotaguard.dev/v1alpha1
+kind: TenantPolicy
+metadata: {name: shared-class}
+spec:
+  cohort: pool
+  gpuClasses:
+    - {name: mig, resource: nvidia.com/mig-1g.10gb, memory: 10Gi, slices: 1}
+  tenants:
+    - {name: alpha, namespaces: [alpha], allowedClasses: [mig], quota: {mig: {max: 14}}}
+    - {name: beta, namespaces: [beta], allowedClasses: [mig], quota: {mig: {max: 14}}}
+  rebalance: {mode: apply, interval: 1s, maxStepPercent: 100}
+"""
+
+
+def test_cuts_are_written_before_raises_so_queues_never_hold_more_than_capacity():
+    # alpha (written first by name) wants all 14 slices, 6 of which beta holds now: writing
+    # alpha's raise before beta's cut would have the two queues hold 20 of 14 for a moment.
+    server = FakeApiServer()
+    server.groups = {"kueue.x-k8s.io": ["v1beta2"]}
+    server.put("v1/nodes", node("mig-1", "nvidia.com/mig-1g.10gb", 14))
+    server.put(CQ, cluster_queue("alpha", "nvidia.com/mig-1g.10gb", "mig", 8))
+    server.put(CQ, cluster_queue("beta", "nvidia.com/mig-1g.10gb", "mig", 6))
+    pod = pending_pod("want-all", "alpha", 0)
+    pod["spec"] = {
+        "containers": [{"name": "main", "resources": {"limits": {"nvidia.com/mig-1g.10gb": "14"}}}]
+    }
+    server.put("v1/pods", pod)
+    settings = ControllerSettings(
+        leader_election=False,
+        watch_settings=lambda: WatchSettings(backoff=Backoff(base=0.001, cap=0.005)),
+    )
+    ticks = itertools.count(1_000_000, 1)
+    the_policy = load_policy_text(SHARED_CLASS_POLICY, "shared.yaml")
+    controller = Controller(the_policy, fake_clients(server), settings, clock=lambda: next(ticks))
+
+    async def body(c: Controller) -> None:
+        assert await synced_interval(c) == "planned"
+
+    run(controller, body)
+    written = [call[2]["body"]["metadata"]["name"] for call in server.writes("replace")]
+    assert written == ["beta", "alpha"]
+    held: dict[str, int] = {}
+    for _, event, obj in server.log[CQ]:
+        if event != "DELETED":
+            held[obj["metadata"]["name"]] = int(
+                gpu_quotas(obj)[("mig", "nvidia.com/mig-1g.10gb")]["nominalQuota"]
+            )
+        assert sum(held.values()) <= 14, held
+    assert held == {"alpha": 14, "beta": 0}

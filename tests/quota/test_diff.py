@@ -60,3 +60,27 @@ def test_missing_queue_is_created_with_cohort_weight_and_every_class() -> None:
 
 def test_fixture_path_is_shared() -> None:
     assert Path(FIXTURE).is_file()
+
+
+def test_room_first_writes_every_cut_before_any_raise() -> None:
+    from quotaguard.quota.diff import QueueChange, QuotaChange, held_back, room_first
+
+    def change(tenant: str, *moves: tuple[str, int, int]) -> QueueChange:
+        quotas = tuple(
+            QuotaChange(
+                name, name, f"r/{name}", ResourceQuota(after, 0, 0), ResourceQuota(b, 0, 0), ""
+            )
+            for name, b, after in moves
+        )
+        return QueueChange(tenant, tenant, False, None, None, quotas)
+
+    # a: cuts x, raises y; b: raises x, cuts y; c: only raises; d: only cuts
+    a = change("a", ("x", 8, 4), ("y", 2, 6))
+    b = change("b", ("x", 2, 6), ("y", 8, 4))
+    c = change("c", ("x", 0, 1))
+    d = change("d", ("y", 3, 1))
+    first, second = room_first([a, b, c, d])
+    assert first == [(a, True), (b, True), (d, False)]
+    assert second == [a, b, c]
+    assert [q.class_name for q in held_back(a).quotas] == ["x"]
+    assert [q.class_name for q in held_back(b).quotas] == ["y"]
