@@ -1,0 +1,587 @@
+"""Helpers for the quota-controller e2e tests: tmp policies, Kueue/Volcano objects, a recorder
+of every version of the queues the API server hands out, and readers of quotas and reports."""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import json
+import math
+import os
+import sys
+import time
+import urllib.request
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from e2e.cluster import REPO_ROOT, Cluster, Process, free_port, http_ok, wait_until
+
+POLICY = REPO_ROOT / "config/policy.yaml"
+KUEUE_SAMPLES = REPO_ROOT / "config/samples/kueue"
+VOLCANO_SAMPLES = REPO_ROOT / "config/samples/volcano"
+KUEUE = "kueue.x-k8s.io/v1beta2"
+VOLCANO = "scheduling.volcano.sh/v1beta1"
+H100_PRODUCT = "NVIDIA-H100-80GB-HBM3"
+TENANT_QUEUES = ("inference", "notebooks", "training")
+GPU_RESOURCES = frozenset(
+    {"nvidia.com/gpu", "nvidia.com/mig-1g.10gb", "nvidia.com/mig-3g.40gb", "nvidia.com/gpu.shared"}
+)
+
+# (flavor, resource) -> {"nominalQuota": int, "borrowingLimit": int | None, ...}
+Quotas = dict[tuple[str, str], dict[str, int | None]]
+
+
+# --------------------------------------------------------------------------------------------
+# Policies
+
+
+def policy_document(**rebalance: Any) -> dict[str, Any]:
+    """config/policy.yaml with `spec.rebalance` fields replaced (camelCase keys)."""
+    document: dict[str, Any] = yaml.safe_load(POLICY.read_text())
+    document["spec"]["rebalance"].update(rebalance)
+    return document
+
+
+def write_policy(directory: Path, name: str = "policy.yaml", **rebalance: Any) -> Path:
+    """A tmp copy of the sample policy with short intervals by default."""
+    settings: dict[str, Any] = {"interval": "1s", "demandWindow": "6s", **rebalance}
+    return write_document(directory / name, policy_document(**settings))
+
+
+def write_document(path: Path, document: Mapping[str, Any]) -> Path:
+    path.write_text(yaml.safe_dump(dict(document), sort_keys=False))
+    return path
+
+
+def load_policy(path: Path) -> Any:
+    from quotaguard.policy.loader import load_policy_file
+
+    return load_policy_file(path)
+
+
+def policy_quotas(document: Mapping[str, Any]) -> dict[str, dict[str, dict[str, int]]]:
+    """tenant queue -> class -> {"guaranteed", "max"} as the policy states them."""
+    return {
+        tenant["queue"]: {
+            name: {"guaranteed": int(q.get("guaranteed", 0)), "max": int(q["max"])}
+            for name, q in (tenant.get("quota") or {}).items()
+        }
+        for tenant in document["spec"]["tenants"]
+    }
+
+
+# --------------------------------------------------------------------------------------------
+# Kueue and Volcano objects
+
+
+def sample_documents(directory: Path, *files: str) -> list[dict[str, Any]]:
+    docs: list[dict[str, Any]] = []
+    for name in files:
+        docs.extend(d for d in yaml.safe_load_all((directory / name).read_text()) if d)
+    return docs
+
+
+def apply_kueue_samples(cluster: Cluster) -> None:
+    """Namespaces, ResourceFlavors, the sample ClusterQueues (at their guarantees) and
+    LocalQueues; applying again resets the ClusterQueues to the samples."""
+    cluster.apply(sample_documents(KUEUE_SAMPLES, "namespaces.yaml", "resourceflavors.yaml"))
+    reset_cluster_queues(cluster)
+    cluster.apply(sample_documents(KUEUE_SAMPLES, "localqueues.yaml"))
+
+
+def reset_cluster_queues(cluster: Cluster) -> None:
+    """Delete and create the sample ClusterQueues: every field as in the samples again."""
+    cluster.kubectl("delete", "clusterqueues", *TENANT_QUEUES, "--ignore-not-found", "--wait")
+    for doc in sample_documents(KUEUE_SAMPLES, "clusterqueues.yaml"):
+        cluster.create(doc)
+
+
+def apply_volcano_samples(cluster: Cluster) -> None:
+    cluster.kubectl("delete", "queues.scheduling.volcano.sh", "--all", "--ignore-not-found")
+    for doc in sample_documents(VOLCANO_SAMPLES, "queues.yaml"):
+        cluster.create(doc)
+
+
+def workload(
+    name: str,
+    namespace: str,
+    local_queue: str,
+    resources: Mapping[str, int],
+    *,
+    count: int = 1,
+    node_selector: Mapping[str, str] | None = None,
+) -> dict[str, Any]:
+    """A Kueue Workload with one pod set of `count` pods, each asking `resources`."""
+    limits = {resource: str(amount) for resource, amount in resources.items()}
+    pod_spec: dict[str, Any] = {
+        "restartPolicy": "Never",
+        "containers": [
+            {
+                "name": "main",
+                "image": "registry.example/train:1",
+                "resources": {"requests": dict(limits), "limits": dict(limits)},
+            }
+        ],
+    }
+    if node_selector:
+        pod_spec["nodeSelector"] = dict(node_selector)
+    return {
+        "apiVersion": KUEUE,
+        "kind": "Workload",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {
+            "queueName": local_queue,
+            "podSets": [{"name": "main", "count": count, "template": {"spec": pod_spec}}],
+        },
+    }
+
+
+def admit(
+    cluster: Cluster,
+    name: str,
+    namespace: str,
+    cluster_queue: str,
+    flavors: Mapping[str, str],
+    usage: Mapping[str, int],
+    *,
+    count: int = 1,
+) -> None:
+    """Mark a Workload admitted through its status subresource, as Kueue would."""
+    now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    conditions = [
+        {
+            "type": kind,
+            "status": "True",
+            "reason": reason,
+            "message": "admitted by the e2e test",
+            "lastTransitionTime": now,
+        }
+        for kind, reason in (("QuotaReserved", "QuotaReserved"), ("Admitted", "Admitted"))
+    ]
+    status = {
+        "admission": {
+            "clusterQueue": cluster_queue,
+            "podSetAssignments": [
+                {
+                    "name": "main",
+                    "flavors": dict(flavors),
+                    "resourceUsage": {r: str(n) for r, n in usage.items()},
+                    "count": count,
+                }
+            ],
+        },
+        "conditions": conditions,
+    }
+    cluster.kubectl(
+        "patch",
+        "workloads.kueue.x-k8s.io",
+        name,
+        "-n",
+        namespace,
+        "--subresource=status",
+        "--type=merge",
+        "-p",
+        json.dumps({"status": status}),
+    )
+
+
+def pod_group(
+    name: str, namespace: str, queue: str, resources: Mapping[str, int]
+) -> dict[str, Any]:
+    """A Volcano PodGroup asking `resources` in all (minResources), phase Pending."""
+    return {
+        "apiVersion": VOLCANO,
+        "kind": "PodGroup",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {
+            "minMember": 1,
+            "queue": queue,
+            "minResources": {resource: str(n) for resource, n in resources.items()},
+        },
+        "status": {"phase": "Pending"},
+    }
+
+
+# --------------------------------------------------------------------------------------------
+# Reading queues
+
+
+def gpu_quotas(cluster_queue: Mapping[str, Any]) -> Quotas:
+    """The GPU resource group's quotas of a ClusterQueue, by (flavor, resource)."""
+    found: Quotas = {}
+    for group in (cluster_queue.get("spec") or {}).get("resourceGroups") or []:
+        if not GPU_RESOURCES & set(group.get("coveredResources") or []):
+            continue
+        for flavor in group.get("flavors") or []:
+            for resource in flavor.get("resources") or []:
+                found[(flavor["name"], resource["name"])] = {
+                    key: None if resource.get(key) is None else int(resource[key])
+                    for key in ("nominalQuota", "borrowingLimit", "lendingLimit")
+                }
+    return found
+
+
+def other_groups(cluster_queue: Mapping[str, Any]) -> list[Any]:
+    """The resource groups that cover no GPU resource (cpu and memory)."""
+    return [
+        group
+        for group in (cluster_queue.get("spec") or {}).get("resourceGroups") or []
+        if not GPU_RESOURCES & set(group.get("coveredResources") or [])
+    ]
+
+
+def cluster_queues(cluster: Cluster) -> dict[str, dict[str, Any]]:
+    items = cluster.get("clusterqueues.kueue.x-k8s.io")["items"]
+    return {item["metadata"]["name"]: item for item in items}
+
+
+def resource_versions(
+    cluster: Cluster, plural: str = "clusterqueues.kueue.x-k8s.io"
+) -> dict[str, str]:
+    return {
+        item["metadata"]["name"]: item["metadata"]["resourceVersion"]
+        for item in cluster.get(plural)["items"]
+    }
+
+
+def quota_events(cluster: Cluster) -> list[dict[str, Any]]:
+    events = cluster.get("events", namespace="default")["items"]
+    return [e for e in events if e.get("reason") == "QuotaUpdated"]
+
+
+@dataclass
+class Version:
+    """One version of an object as etcd stored it (resource_version = etcd's mod_revision)."""
+
+    event: str  # LISTED (state at the start), PUT or DELETE
+    name: str
+    resource_version: int
+    obj: dict[str, Any]
+
+
+def _b64(text: str) -> str:
+    return base64.b64encode(text.encode()).decode()
+
+
+def _etcd_post(cluster: Cluster, path: str, body: Mapping[str, Any]) -> Any:
+    request = urllib.request.Request(
+        f"http://127.0.0.1:{cluster.etcd_port}{path}",
+        data=json.dumps(body).encode(),
+        headers={"Content-Type": "application/json"},
+    )
+    with urllib.request.urlopen(request, timeout=10) as response:
+        return json.load(response)
+
+
+def _prefix_range(prefix: str) -> dict[str, str]:
+    end = prefix[:-1] + chr(ord(prefix[-1]) + 1)
+    return {"key": _b64(prefix), "range_end": _b64(end)}
+
+
+def _name(key_b64: str) -> str:
+    return base64.b64decode(key_b64).decode().rsplit("/", 1)[-1]
+
+
+@dataclass
+class EtcdHistory:
+    """Every version of the objects under an etcd key prefix from a start revision on, read
+    from etcd itself (its gRPC gateway): no API server in between, so an API-server restart or
+    a watch that expires leaves no gap. Kubernetes stores custom resources there as JSON.
+    The API server compacts etcd every 5 minutes; read the history before then."""
+
+    cluster: Cluster
+    prefix: str = "/registry/kueue.x-k8s.io/clusterqueues/"
+    start: int = 0
+
+    def begin(self) -> EtcdHistory:
+        """Remember the current revision: `versions()` starts from the state there."""
+        header = _etcd_post(self.cluster, "/v3/kv/range", {"key": _b64("/")})["header"]
+        self.start = int(header["revision"])
+        return self
+
+    def versions(self, quiet: float = 1.5) -> list[Version]:
+        """The state at the start revision (LISTED), then every PUT and DELETE after it."""
+        found: list[Version] = []
+        listed = _etcd_post(
+            self.cluster,
+            "/v3/kv/range",
+            {**_prefix_range(self.prefix), "revision": str(self.start)},
+        )
+        for kv in listed.get("kvs") or []:
+            obj = json.loads(base64.b64decode(kv["value"]))
+            found.append(Version("LISTED", _name(kv["key"]), int(kv["mod_revision"]), obj))
+        watch = {"create_request": {**_prefix_range(self.prefix), "start_revision": self.start + 1}}
+        request = urllib.request.Request(
+            f"http://127.0.0.1:{self.cluster.etcd_port}/v3/watch",
+            data=json.dumps(watch).encode(),
+            headers={"Content-Type": "application/json"},
+        )
+        # etcd replays the history at once, then the stream stays open: read until it is quiet
+        with urllib.request.urlopen(request, timeout=quiet) as response:
+            while True:
+                try:
+                    line = response.readline()
+                except TimeoutError:
+                    break
+                if not line:
+                    break
+                for event in (json.loads(line).get("result") or {}).get("events") or []:
+                    kv = event["kv"]
+                    name, revision = _name(kv["key"]), int(kv["mod_revision"])
+                    if event.get("type") == "DELETE":
+                        found.append(Version("DELETE", name, revision, {}))
+                    else:
+                        obj = json.loads(base64.b64decode(kv["value"]))
+                        found.append(Version("PUT", name, revision, obj))
+        return found
+
+
+# --------------------------------------------------------------------------------------------
+# Reports
+
+
+def http_json(url: str, timeout: float = 3) -> Any:
+    with urllib.request.urlopen(url, timeout=timeout) as response:
+        return json.load(response)
+
+
+def report_rows(report: Mapping[str, Any]) -> dict[tuple[str, str], dict[str, Any]]:
+    """(tenant queue, class) -> the report's row."""
+    return {
+        (tenant["queue"], row["class"]): row
+        for tenant in report["tenants"]
+        for row in tenant["classes"]
+    }
+
+
+def report_capacity(report: Mapping[str, Any]) -> dict[str, tuple[int, int]]:
+    """class -> (capacity, distributable)."""
+    return {c["name"]: (c["capacity"], c["distributable"]) for c in report["classes"]}
+
+
+def converged(report: Mapping[str, Any] | None) -> bool:
+    """Every queue holds what the plan finally wants (current nominal = target)."""
+    if not report:
+        return False
+    rows = report_rows(report).values()
+    return bool(rows) and all(
+        row["current"] is not None and row["current"]["nominal"] == row["target"] for row in rows
+    )
+
+
+def wait_for_report(
+    fetch: Callable[[], dict[str, Any] | None],
+    check: Callable[[dict[str, Any]], bool],
+    *,
+    timeout: float,
+    what: str,
+) -> dict[str, Any]:
+    def ready() -> dict[str, Any] | None:
+        report = fetch()
+        return report if report is not None and check(report) else None
+
+    return wait_until(ready, timeout=timeout, interval=0.3, what=what)
+
+
+# --------------------------------------------------------------------------------------------
+# Running the controller
+
+
+@contextlib.contextmanager
+def running_controller(
+    cluster: Cluster,
+    policy: Path,
+    *,
+    identity: str,
+    lease_namespace: str,
+    mode: str | None = None,
+) -> Iterator[Any]:
+    """A ControllerThread (interval from the policy) against `cluster`; stopped on exit.
+    Yields the thread; `.controller` is the Controller."""
+    from quotaguard.controller.background import ControllerThread
+    from quotaguard.controller.loop import ControllerSettings
+
+    cluster.create_namespace(lease_namespace)
+    thread = ControllerThread(
+        load_policy(policy),
+        kubeconfig=str(cluster.kubeconfig),
+        settings=ControllerSettings(
+            mode=mode,  # type: ignore[arg-type]
+            lease_namespace=lease_namespace,
+            identity=identity,
+        ),
+    )
+    thread.start()
+    try:
+        yield thread
+    finally:
+        thread.stop()
+    if thread.error is not None:
+        raise AssertionError(f"controller thread died: {thread.error!r}")
+
+
+@dataclass
+class ControllerProcess:
+    """`quotaguard serve --components controller,reports` as a real process."""
+
+    process: Process
+    http_port: int
+    pod_name: str
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.http_port}"
+
+    def report(self) -> dict[str, Any] | None:
+        """GET /reports/quota; None while it answers 503 (no plan yet) or not at all."""
+        try:
+            found: dict[str, Any] = http_json(f"{self.url}/reports/quota")
+            return found
+        except OSError:
+            return None
+
+    def leader(self) -> bool | None:
+        """What it says about leadership in /metrics (None when it does not answer)."""
+        try:
+            with urllib.request.urlopen(f"{self.url}/metrics", timeout=2) as response:
+                text = response.read().decode()
+        except OSError:
+            return None
+        for line in text.splitlines():
+            if line.startswith("quotaguard_controller_leader "):
+                return float(line.split()[1]) == 1.0
+        return False
+
+
+def serve_controller(
+    cluster: Cluster,
+    policy: Path,
+    *,
+    pod_name: str,
+    lease_namespace: str,
+    mode: str | None = None,
+    components: str = "controller,reports",
+) -> ControllerProcess:
+    """Start `python -m quotaguard serve` with POD_NAME/POD_NAMESPACE set as in a pod (they
+    name its Lease identity and namespace); wait until /healthz answers."""
+    cluster.create_namespace(lease_namespace)
+    http_port = free_port()
+    argv = [
+        sys.executable,
+        "-m",
+        "quotaguard",
+        "serve",
+        "--policy",
+        str(policy),
+        "--components",
+        components,
+        "--kubeconfig",
+        str(cluster.kubeconfig),
+        "--bind-address",
+        "127.0.0.1",
+        "--http-port",
+        str(http_port),
+        *(["--mode", mode] if mode else []),
+    ]
+    env = {
+        **cluster.env(),
+        "POD_NAME": pod_name,
+        "POD_NAMESPACE": lease_namespace,
+        "PYTHONPATH": os.pathsep.join(
+            p for p in (str(REPO_ROOT), os.environ.get("PYTHONPATH", "")) if p
+        ),
+    }
+    process = cluster.start_process(pod_name, argv, env=env, cwd=REPO_ROOT)
+
+    def healthy() -> bool:
+        process.check_alive()
+        return http_ok(f"http://127.0.0.1:{http_port}/healthz")
+
+    wait_until(healthy, timeout=30, what=f"{pod_name} /healthz")
+    return ControllerProcess(process, http_port, pod_name)
+
+
+def lease_holder(cluster: Cluster, namespace: str) -> str | None:
+    found = cluster.kubectl(
+        "get", "lease", "quotaguard-controller", "-n", namespace, "-o", "json", check=False
+    )
+    if found.returncode != 0:
+        return None
+    holder: str | None = json.loads(found.stdout)["spec"].get("holderIdentity")
+    return holder
+
+
+# --------------------------------------------------------------------------------------------
+# Invariants over every version of the ClusterQueues
+
+
+def step_allowed(before: int, rebalance: Mapping[str, Any]) -> int:
+    """The largest move of one nominal quota in one write (maxStepPercent, at least one)."""
+    percent = float(rebalance.get("maxStepPercent", 25))
+    return max(int(rebalance.get("minChange", 1)), 1, math.floor(before * percent / 100 + 1e-9))
+
+
+def history_problems(
+    versions: list[Version],
+    policy: Mapping[str, Any],
+    distributable: Mapping[str, int],
+    *,
+    check_steps: bool = True,
+) -> list[str]:
+    """What is wrong in a sequence of ClusterQueue versions, replayed in order:
+    nominal below the guarantee or above max, borrowing/lending limits not max - nominal and
+    nominal - guaranteed, the sum of nominal quotas of a class over its distributable capacity,
+    and (check_steps) a nominal quota moving by more than maxStepPercent in one write."""
+    quotas = policy_quotas(policy)
+    rebalance = policy["spec"]["rebalance"]
+    classes = {c["name"]: c["resource"] for c in policy["spec"]["gpuClasses"]}
+    latest: dict[str, Quotas] = {}
+    problems: list[str] = []
+    for version in sorted(versions, key=lambda v: v.resource_version):
+        name = version.name
+        if name not in quotas:
+            continue
+        if version.event == "DELETE":
+            latest.pop(name, None)
+            continue
+        where = f"{name}@{version.resource_version}"
+        now = gpu_quotas(version.obj)
+        before = latest.get(name)
+        for class_name, quota in quotas[name].items():
+            key = (class_name, classes[class_name])
+            entry = now.get(key)
+            if entry is None:
+                problems.append(f"{where}: no quota for {key}")
+                continue
+            nominal = int(entry["nominalQuota"] or 0)
+            if nominal < quota["guaranteed"]:
+                problems.append(f"{where}: {class_name} nominal {nominal} < guaranteed")
+            if nominal > quota["max"]:
+                problems.append(f"{where}: {class_name} nominal {nominal} > max")
+            if entry["borrowingLimit"] != quota["max"] - nominal:
+                problems.append(f"{where}: {class_name} borrowingLimit {entry['borrowingLimit']}")
+            if (entry["lendingLimit"] or 0) != nominal - quota["guaranteed"]:
+                problems.append(f"{where}: {class_name} lendingLimit {entry['lendingLimit']}")
+            if check_steps and before is not None and key in before:
+                old = int(before[key]["nominalQuota"] or 0)
+                if abs(nominal - old) > step_allowed(old, rebalance) and nominal not in (
+                    quota["guaranteed"],
+                    quota["max"],
+                ):
+                    problems.append(f"{where}: {class_name} moved {old} -> {nominal} in one write")
+        latest[name] = now
+        for class_name, resource in classes.items():
+            total = sum(
+                int((q.get((class_name, resource)) or {}).get("nominalQuota") or 0)
+                for q in latest.values()
+            )
+            if class_name in distributable and total > distributable[class_name]:
+                problems.append(
+                    f"{where}: {class_name} sum of nominal {total} > "
+                    f"distributable {distributable[class_name]}"
+                )
+    return problems
