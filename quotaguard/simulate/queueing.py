@@ -14,15 +14,22 @@ What it follows (Kueue "Cluster Queue", "Preemption" and fair sharing documentat
 * **Physical fit.** The units must also be free on the cluster. Capacity is counted per class
   in aggregate, not per node: a workload whose units are free in total but scattered over
   nodes is taken to fit (no fragmentation is modelled).
-* **Order.** BestEffortFIFO per queue (Kueue's default): the oldest workload that fits is the
-  queue's candidate; an older one that does not fit does not block it. StrictFIFO: only the
-  oldest is a candidate. Across queues, as Kueue's scheduler sorts its heads: workloads that
-  fit within nominal quota first, then (fair sharing) the lowest dominant resource share the
-  queue would have after admitting the workload, divided by the queue's fairSharing weight,
-  then the oldest. The share of a resource is what the queue uses above nominal over what the
-  cohort can lend of it; the dominant share is the largest over resources.
-* **No preemption.** Admitted workloads run to completion; lowering a quota below usage evicts
-  nothing (as in Kueue), the queue simply admits nothing more until usage drains.
+* **Order.** BestEffortFIFO per queue (Kueue's default): the first workload that fits, by
+  highest priority then oldest, is the queue's candidate; one before it that does not fit does
+  not block it. StrictFIFO: only the first is a candidate. Across queues, as Kueue's scheduler
+  sorts its heads: workloads that fit within nominal quota first, then (fair sharing) the
+  lowest dominant resource share the queue would have after admitting the workload, divided by
+  the queue's fairSharing weight, then the highest priority, then the oldest. The share of a
+  resource is what the queue uses above nominal over what the cohort can lend of it; the
+  dominant share is the largest over resources.
+* **Preemption.** Per queue, as its ClusterQueue's `spec.preemption` says (`preemption.py`
+  chooses the victims the way Kueue's classic preemption does). Only when no pending workload
+  fits does a pending one try to preempt, in the same order as admission. Victims leave and
+  the preemptor is admitted at the same instant (Kueue waits for the victims' pods to end
+  first). An evicted workload goes back to its queue at the place its arrival gives it (Kueue
+  keeps the creation timestamp) and, once admitted again, runs from the start. Without
+  preemption, lowering a quota below usage evicts nothing (as in Kueue): the queue admits
+  nothing more until usage drains.
 """
 
 from __future__ import annotations
@@ -32,7 +39,10 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
+from quotaguard.simulate.preemption import NEVER, Preemption, targets
+
 Request = tuple[tuple[str, int], ...]  # (class, units), sorted by class
+Shape = tuple[Request, int]  # (request, priority): pending workloads that queue alike
 Strategy = Literal["BestEffortFIFO", "StrictFIFO"]
 INFINITE = float("inf")
 
@@ -65,6 +75,7 @@ class QueueConfig:
     quotas: Mapping[str, Quota]  # class -> quota; a class not listed cannot be used
     weight: float = 1.0
     strategy: Strategy = "BestEffortFIFO"
+    preemption: Preemption = NEVER
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,7 +93,22 @@ class QueuedWorkload:
     queue: str
     request: Request
     arrival: float
+    priority: int = 0
     admitted_at: float | None = None
+
+    def queue_key(self) -> tuple[int, float, int]:
+        """Order within a queue: highest priority first, then oldest."""
+        return (-self.priority, self.arrival, self.id)
+
+
+@dataclass(frozen=True, slots=True)
+class Eviction:
+    """An admitted workload preempted: it ran from `started` until `at`, for nothing."""
+
+    workload: QueuedWorkload
+    started: float
+    at: float
+    preemptor: QueuedWorkload
 
 
 def request_of(units: Mapping[str, int]) -> Request:
@@ -90,18 +116,43 @@ def request_of(units: Mapping[str, int]) -> Request:
 
 
 class _Queue:
-    __slots__ = ("config", "limits", "pending", "pending_count", "pending_units", "usage")
+    __slots__ = (
+        "config",
+        "limits",
+        "pending",
+        "pending_count",
+        "pending_units",
+        "running",
+        "running_priorities",
+        "usage",
+    )
 
     def __init__(self, config: QueueConfig) -> None:
         self.config = config
         # class -> (nominal, own part, ceiling): the quota in the form admission reads it
         self.limits: dict[str, tuple[int, int, float]] = {}
         self.usage: dict[str, int] = {}
-        # request shape -> the workloads of that shape, oldest first; FIFO across shapes is
-        # the order of (arrival, id) of the shapes' heads
-        self.pending: dict[Request, deque[QueuedWorkload]] = {}
+        # shape -> the workloads of that shape, oldest first; the queue's order across shapes
+        # is the order of the shapes' heads
+        self.pending: dict[Shape, deque[QueuedWorkload]] = {}
         self.pending_units: dict[str, int] = {}
         self.pending_count = 0
+        self.running: dict[int, QueuedWorkload] = {}  # admitted, by id in admission order
+        self.running_priorities: dict[int, int] = {}  # priority -> running workloads
+
+    def start(self, workload: QueuedWorkload) -> None:
+        self.running[workload.id] = workload
+        priorities = self.running_priorities
+        priorities[workload.priority] = priorities.get(workload.priority, 0) + 1
+
+    def stop(self, workload: QueuedWorkload) -> None:
+        del self.running[workload.id]
+        priorities = self.running_priorities
+        left = priorities[workload.priority] - 1
+        if left:
+            priorities[workload.priority] = left
+        else:
+            del priorities[workload.priority]
 
 
 class QueueModel:
@@ -119,6 +170,8 @@ class QueueModel:
         self._lendable_by_resource: dict[str, int] = {}
         self._lent: dict[str, int] = {}
         self._changed = True
+        self._preempting = False
+        self._evictions: list[Eviction] = []
         self.configure(cohort)
 
     # -- configuration -------------------------------------------------------------------
@@ -148,6 +201,7 @@ class QueueModel:
                 self._lendable_by_resource.get(resource, 0) + amount
             )
         self._lent = {name: 0 for name in classes}
+        self._preempting = any(q.preemption.enabled for q in cohort.queues)
         for queue in self._queues.values():
             for name, used in queue.usage.items():
                 self._lent[name] = self._lent.get(name, 0) + self._over_own(queue, name, used)
@@ -218,8 +272,16 @@ class QueueModel:
     # -- workloads -----------------------------------------------------------------------
 
     def submit(self, workload: QueuedWorkload) -> None:
+        """Queue a workload, in its place by priority and arrival (a preempted one is
+        requeued before those that arrived after it, as Kueue keeps its timestamp)."""
         queue = self._queues[workload.queue]
-        queue.pending.setdefault(workload.request, deque()).append(workload)
+        waiting = queue.pending.setdefault((workload.request, workload.priority), deque())
+        key = workload.queue_key()
+        if waiting and waiting[-1].queue_key() > key:
+            place = next(i for i, other in enumerate(waiting) if other.queue_key() > key)
+            waiting.insert(place, workload)
+        else:
+            waiting.append(workload)
         queue.pending_count += 1
         for name, units in workload.request:
             queue.pending_units[name] = queue.pending_units.get(name, 0) + units
@@ -227,25 +289,28 @@ class QueueModel:
 
     def _candidate(self, queue: _Queue) -> QueuedWorkload | None:
         best: QueuedWorkload | None = None
+        best_key: tuple[int, float, int] | None = None
         strict = queue.config.strategy == "StrictFIFO"
-        for shape, waiting in queue.pending.items():
+        for (request, _), waiting in queue.pending.items():
             head = waiting[0]
-            if best is not None and (head.arrival, head.id) >= (best.arrival, best.id):
+            key = head.queue_key()
+            if best_key is not None and key >= best_key:
                 continue
-            if strict or self.fits(queue.config.name, shape):
-                best = head
+            if strict or self.fits(queue.config.name, request):
+                best, best_key = head, key
         if strict and best is not None and not self.fits(queue.config.name, best.request):
             return None
         return best
 
     def admit(self, now: float) -> list[QueuedWorkload]:
-        """Admit every workload that can be admitted now, in Kueue's order."""
+        """Admit every workload that can be admitted now, in Kueue's order, preempting where
+        the queues' policies allow it (see `evictions`)."""
         if not self._changed:
             return []
         admitted: list[QueuedWorkload] = []
         while True:
             chosen: QueuedWorkload | None = None
-            chosen_key: tuple[bool, float, float, int] | None = None
+            chosen_key: tuple[bool, float, int, float, int] | None = None
             for name, queue in self._queues.items():
                 if not queue.pending:
                     continue
@@ -254,9 +319,11 @@ class QueueModel:
                     continue
                 borrowing = self.borrows(name, candidate.request)
                 share = self.share(name, candidate.request) if borrowing else 0.0
-                key = (borrowing, share, candidate.arrival, candidate.id)
+                key = (borrowing, share, -candidate.priority, candidate.arrival, candidate.id)
                 if chosen_key is None or key < chosen_key:
                     chosen, chosen_key = candidate, key
+            if chosen is None and self._preempting:
+                chosen = self._preempt(now)
             if chosen is None:
                 break
             self._take(chosen, now)
@@ -264,16 +331,149 @@ class QueueModel:
         self._changed = False
         return admitted
 
+    # -- preemption ----------------------------------------------------------------------
+
+    def _lacking(self, workload: QueuedWorkload) -> frozenset[str]:
+        """The classes of the request that do not fit now (quota or free units)."""
+        name = workload.queue
+        return frozenset(
+            c
+            for c, units in workload.request
+            if units > self.free(c) or units > self.available(name, c)
+        )
+
+    def _may_preempt(self, workload: QueuedWorkload, lacking: frozenset[str]) -> bool:
+        """Kueue tries preemption for a class only when the request is within the queue's
+        nominal quota, or when borrowWithinCohort lets it borrow while preempting."""
+        queue = self._queues[workload.queue]
+        borrow = queue.config.preemption.borrow_within_cohort != "Never"
+        units_of = dict(workload.request)
+        for name in lacking:
+            limits = queue.limits.get(name)
+            if limits is None:
+                return False
+            units = units_of[name]
+            if units > self._capacity.get(name, 0):
+                return False
+            if units <= limits[0]:
+                continue
+            if not (borrow and queue.usage.get(name, 0) + units <= limits[2]):
+                return False
+        return True
+
+    def _preempt(self, now: float) -> QueuedWorkload | None:
+        """The first pending workload, in admission order, that preemption makes fit; its
+        victims are evicted."""
+        # class -> queues using more than their nominal quota of it: the only places a
+        # reclaim can take from (a cheap test before the search for victims)
+        borrowers: dict[str, list[str]] = {}
+        for name, queue in self._queues.items():
+            for class_name, used in queue.usage.items():
+                limits = queue.limits.get(class_name)
+                if used > (limits[0] if limits is not None else 0):
+                    borrowers.setdefault(class_name, []).append(name)
+        attempts: list[QueuedWorkload] = []
+        for name, queue in self._queues.items():
+            policy = queue.config.preemption
+            if not queue.pending or not policy.enabled:
+                continue
+            heads = [waiting[0] for waiting in queue.pending.values()]
+            if queue.config.strategy == "StrictFIFO":
+                heads = [min(heads, key=QueuedWorkload.queue_key)]
+            reclaim = policy.reclaim_within_cohort != "Never"
+            within = policy.within_cluster_queue
+            # the lowest priority running in the queue, made comparable to "lower than"
+            lowest = min(queue.running_priorities, default=None)
+            if lowest is not None and within == "LowerOrNewerEqualPriority":
+                lowest -= 1
+            for head in heads:
+                reclaimable = reclaim and any(
+                    other != name for c, _ in head.request for other in borrowers.get(c, ())
+                )
+                ranked_below = within != "Never" and lowest is not None and lowest < head.priority
+                if reclaimable or ranked_below:
+                    attempts.append(head)
+        attempts.sort(
+            key=lambda w: (self.borrows(w.queue, w.request), -w.priority, w.arrival, w.id)
+        )
+        for workload in attempts:
+            lacking = self._lacking(workload)
+            if not lacking or not self._may_preempt(workload, lacking):
+                continue
+            victims = targets(self, workload, lacking)
+            if victims:
+                for victim in victims:
+                    self._evict(victim, now, workload)
+                return workload
+        return None
+
+    def _evict(self, workload: QueuedWorkload, now: float, preemptor: QueuedWorkload) -> None:
+        self._queues[workload.queue].stop(workload)
+        self.remove(workload)
+        started = workload.admitted_at
+        assert started is not None
+        self._evictions.append(Eviction(workload, started, now, preemptor))
+        workload.admitted_at = None
+        self.submit(workload)
+
+    def evictions(self) -> list[Eviction]:
+        """The workloads preempted since the last call, in order."""
+        found, self._evictions = self._evictions, []
+        return found
+
+    # what victim selection (preemption.Cohort) reads and tries
+
+    def preemption(self, queue_name: str) -> Preemption:
+        return self._queues[queue_name].config.preemption
+
+    def running(self, queue_name: str) -> Iterable[QueuedWorkload]:
+        return self._queues[queue_name].running.values()
+
+    def borrowing(self, queue_name: str, classes: Iterable[str]) -> bool:
+        """Whether the queue uses more than its nominal quota of one of `classes`."""
+        queue = self._queues[queue_name]
+        for name in classes:
+            limits = queue.limits.get(name)
+            if queue.usage.get(name, 0) > (limits[0] if limits is not None else 0):
+                return True
+        return False
+
+    def under_nominal(self, queue_name: str, classes: Iterable[str]) -> bool:
+        queue = self._queues[queue_name]
+        for name in classes:
+            limits = queue.limits.get(name)
+            if queue.usage.get(name, 0) >= (limits[0] if limits is not None else 0):
+                return False
+        return True
+
+    def fits_with(self, queue_name: str, request: Request, *, allow_borrowing: bool) -> bool:
+        if not self.fits(queue_name, request):
+            return False
+        return allow_borrowing or not self.borrows(queue_name, request)
+
+    def remove(self, workload: QueuedWorkload) -> None:
+        """Release an admitted workload's quota and units (a trial removal, or an eviction)."""
+        queue = self._queues[workload.queue]
+        for name, units in workload.request:
+            self._use(queue, name, -units)
+
+    def restore(self, workload: QueuedWorkload) -> None:
+        queue = self._queues[workload.queue]
+        for name, units in workload.request:
+            self._use(queue, name, units)
+
     def _take(self, workload: QueuedWorkload, now: float) -> None:
         queue = self._queues[workload.queue]
-        waiting = queue.pending[workload.request]
+        shape = (workload.request, workload.priority)
+        waiting = queue.pending[shape]
         waiting.popleft()
         if not waiting:
-            del queue.pending[workload.request]
+            del queue.pending[shape]
         queue.pending_count -= 1
         for name, units in workload.request:
             queue.pending_units[name] -= units
             self._use(queue, name, units)
+        queue.start(workload)
         workload.admitted_at = now
 
     def _use(self, queue: _Queue, name: str, units: int) -> None:
@@ -289,9 +489,8 @@ class QueueModel:
 
     def finish(self, workload: QueuedWorkload) -> None:
         """An admitted workload ended: its quota and units are free again."""
-        queue = self._queues[workload.queue]
-        for name, units in workload.request:
-            self._use(queue, name, -units)
+        self._queues[workload.queue].stop(workload)
+        self.remove(workload)
         self._changed = True
 
     # -- observations --------------------------------------------------------------------
@@ -309,7 +508,7 @@ class QueueModel:
         return self._queues[queue_name].pending_count
 
     def pending(self, queue_name: str) -> list[QueuedWorkload]:
-        """The queue's pending workloads, oldest first."""
+        """The queue's pending workloads in queue order (highest priority, then oldest)."""
         queue = self._queues[queue_name]
         found = [w for waiting in queue.pending.values() for w in waiting]
-        return sorted(found, key=lambda w: (w.arrival, w.id))
+        return sorted(found, key=QueuedWorkload.queue_key)
