@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from quotaguard.admission.engine import review_offline
-from quotaguard.admission.reviews import make_review
+from quotaguard.admission.reviews import BadReview, make_review
 from quotaguard.podspec import pod_gpus, pod_templates, workload_kind
 from quotaguard.policy.model import TenantPolicy
 from quotaguard.simulate.queueing import Request, request_of
@@ -41,6 +41,7 @@ class Arrival:
     tenant: str | None  # None: a namespace no tenant owns, or an exempt one
     entry: int  # index of the trace entry it comes from
     verdict: Verdict
+    priority: int = 0
 
 
 @dataclass
@@ -94,7 +95,10 @@ def verdict_of(policy: TenantPolicy, manifest: Mapping[str, Any], namespace: str
     """Mutation then validation of one manifest, and the GPU classes it then asks for."""
     obj = _as_pod(manifest)
     body = make_review(obj, namespace=namespace, uid="simulate")
-    review, patched = review_offline(policy, body)
+    try:
+        review, patched = review_offline(policy, body)
+    except BadReview as exc:  # the API server would refuse it before admission
+        return Verdict(allowed=False, message=str(exc), rules="malformed")
     response = review.get("response", {})
     if not response.get("allowed", False):
         status = response.get("status", {})
@@ -157,6 +161,7 @@ def arrivals(
                     tenant=tenant.name if tenant is not None else None,
                     entry=entry.index,
                     verdict=verdict,
+                    priority=entry.priority,
                 )
             )
     found.sort(key=lambda arrival: (arrival.at, arrival.id))

@@ -15,6 +15,10 @@ Two arms replay the same admitted arrivals against the same cluster:
   weights as in the cluster) rewrites every queue's nominal quota, borrowing and lending limits
   and fair-share weight, as `mode: apply` would.
 
+Both arms (and the reference) run with the same preemption setting on every queue (see
+`preemption.py`); an evicted workload is requeued and, admitted again, runs its full duration
+from the start (as a job without checkpoints restarts).
+
 Event order at one instant: completions, then arrivals, then the controller tick, then one
 admission pass. The run stops at the trace's end; workloads still waiting then are reported
 with the wait they had so far.
@@ -34,6 +38,7 @@ from quotaguard.quota.demand import ClassDemand, DemandSmoother
 from quotaguard.quota.planner import Plan, plan, quota_of
 from quotaguard.quota.weights import UsageHistory, fair_share_weights, usage_in_gpus
 from quotaguard.simulate.arrivals import Arrival
+from quotaguard.simulate.preemption import PRESETS, SAMPLE_PRESET, Preemption
 from quotaguard.simulate.queueing import (
     CohortConfig,
     QueueConfig,
@@ -58,6 +63,7 @@ class Setup:
     horizon: float
     interval: float
     static_baseline: StaticBaseline = "guarantees"
+    preemption: Preemption = PRESETS[SAMPLE_PRESET]
 
     @cached_property
     def units(self) -> dict[str, int]:
@@ -113,6 +119,7 @@ def setup(
     arrivals: Sequence[Arrival],
     *,
     static_baseline: StaticBaseline = "guarantees",
+    preemption: Preemption = PRESETS[SAMPLE_PRESET],
 ) -> Setup:
     return Setup(
         policy=policy,
@@ -121,6 +128,7 @@ def setup(
         horizon=trace.end,
         interval=policy.spec.rebalance.interval,
         static_baseline=static_baseline,
+        preemption=preemption,
     )
 
 
@@ -132,6 +140,7 @@ def static_cohort(
     policy: TenantPolicy,
     capacity: Mapping[str, ClassCapacity],
     baseline: StaticBaseline = "guarantees",
+    preemption: Preemption = PRESETS["never"],
 ) -> CohortConfig:
     """Hand-set quotas from the policy alone (see the module docstring)."""
     queues = []
@@ -149,7 +158,7 @@ def static_cohort(
                 borrowing_limit=None if quota.max is None else quota.max - own,
                 lending_limit=0 if baseline == "pool" else None,
             )
-        queues.append(QueueConfig(tenant.name, quotas, weight=tenant.weight))
+        queues.append(QueueConfig(tenant.name, quotas, weight=tenant.weight, preemption=preemption))
     pool = {}
     if baseline == "pool":
         pool = {
@@ -159,8 +168,10 @@ def static_cohort(
     return CohortConfig(tuple(queues), _resources(policy), pool)
 
 
-def planned_cohort(policy: TenantPolicy, targets: Plan) -> CohortConfig:
-    """The queues as the controller writes them from a plan."""
+def planned_cohort(
+    policy: TenantPolicy, targets: Plan, preemption: Preemption = PRESETS["never"]
+) -> CohortConfig:
+    """The queues as the controller writes them from a plan (it leaves `preemption` alone)."""
     queues = tuple(
         QueueConfig(
             tenant.name,
@@ -169,6 +180,7 @@ def planned_cohort(policy: TenantPolicy, targets: Plan) -> CohortConfig:
                 for row in tenant.classes
             },
             weight=tenant.weight,
+            preemption=preemption,
         )
         for tenant in targets.tenants
     )
@@ -192,18 +204,27 @@ class Series:
 @dataclass
 class ArmRun:
     name: ArmName
-    # arrival id -> when it was admitted (None: denied, not queued, or still waiting at the end)
+    # arrival id -> when its last admission was (absent: denied, not queued, or still waiting
+    # at the end); with preemption, earlier runs were thrown away
     admitted_at: dict[int, float]
     series: Series
     plans: int = 0
+    preempted: dict[int, int] = field(default_factory=dict)  # arrival id -> times evicted
+    lost: dict[int, float] = field(default_factory=dict)  # arrival id -> GPU-seconds thrown away
 
 
 class _Controller:
     """The quota controller of the dynamic arm: demand smoothing, usage history, plan."""
 
-    def __init__(self, policy: TenantPolicy, capacity: Mapping[str, ClassCapacity]) -> None:
+    def __init__(
+        self,
+        policy: TenantPolicy,
+        capacity: Mapping[str, ClassCapacity],
+        preemption: Preemption,
+    ) -> None:
         rebalance = policy.spec.rebalance
         self.policy = policy
+        self.preemption = preemption
         self.capacity = capacity
         self.smoother = DemandSmoother(rebalance.demand_window)
         self.history = UsageHistory()
@@ -250,7 +271,7 @@ class _Controller:
         self.computed += 1
         self.previous = targets
         self._inputs = (inputs[0], inputs[1], _nominals(targets))
-        queues = planned_cohort(self.policy, targets)
+        queues = planned_cohort(self.policy, targets, self.preemption)
         return None if queues == model.cohort else queues
 
 
@@ -287,20 +308,24 @@ def _sample(
 
 def run_arm(shared: Setup, arm: ArmName, *, progress: Progress | None = None) -> ArmRun:
     """Replay the arrivals against one arm's quotas; deterministic."""
-    policy = shared.policy
-    controller = _Controller(policy, shared.capacity) if arm == "dynamic" else None
-    if controller is not None:
-        cohort = planned_cohort(policy, plan(policy, shared.capacity, {}))
+    policy, preemption = shared.policy, shared.preemption
+    controller = None
+    if arm == "dynamic":
+        controller = _Controller(policy, shared.capacity, preemption)
+        cohort = planned_cohort(policy, plan(policy, shared.capacity, {}), preemption)
     else:
-        cohort = static_cohort(policy, shared.capacity, shared.static_baseline)
+        cohort = static_cohort(policy, shared.capacity, shared.static_baseline, preemption)
     model = QueueModel(cohort, shared.units)
     queued = [a for a in shared.arrivals if shared.queued(a) and a.at < shared.horizon]
     by_id = {a.id: a for a in queued}
     capacity_gpus = shared.capacity_gpus
     allocated: dict[str, float] = {}
     admitted_at: dict[int, float] = {}
+    preempted: dict[int, int] = {}
+    lost: dict[int, float] = {}
     series = Series()
-    completions: list[tuple[float, int, QueuedWorkload]] = []
+    # (end, id, workload, start): an entry whose start is no longer the workload's is stale
+    completions: list[tuple[float, int, QueuedWorkload, float]] = []
     horizon, interval = shared.horizon, shared.interval
     next_tick, position, reported = 0.0, 0, -1
     while True:
@@ -313,7 +338,9 @@ def run_arm(shared: Setup, arm: ArmName, *, progress: Progress | None = None) ->
         if now >= horizon:
             break
         while completions and completions[0][0] <= now:
-            _, _, done = heapq.heappop(completions)
+            _, _, done, started = heapq.heappop(completions)
+            if done.admitted_at != started:
+                continue  # preempted since
             model.finish(done)
             tenant = done.queue
             allocated[tenant] -= by_id[done.id].verdict.gpus
@@ -321,7 +348,13 @@ def run_arm(shared: Setup, arm: ArmName, *, progress: Progress | None = None) ->
             arrival = queued[position]
             assert arrival.tenant is not None
             model.submit(
-                QueuedWorkload(arrival.id, arrival.tenant, arrival.verdict.request, arrival.at)
+                QueuedWorkload(
+                    arrival.id,
+                    arrival.tenant,
+                    arrival.verdict.request,
+                    arrival.at,
+                    priority=arrival.priority,
+                )
             )
             position += 1
         ticking = next_tick <= now
@@ -329,11 +362,23 @@ def run_arm(shared: Setup, arm: ArmName, *, progress: Progress | None = None) ->
             queues = controller.tick(model, now)
             if queues is not None:
                 model.configure(queues)
-        for workload in model.admit(now):
-            arrival = by_id[workload.id]
-            admitted_at[workload.id] = now
-            allocated[workload.queue] = allocated.get(workload.queue, 0.0) + arrival.verdict.gpus
-            heapq.heappush(completions, (now + arrival.duration, workload.id, workload))
+        admitted = model.admit(now)
+        for workload in admitted:
+            gpus = by_id[workload.id].verdict.gpus
+            allocated[workload.queue] = allocated.get(workload.queue, 0.0) + gpus
+        for eviction in model.evictions():
+            victim = eviction.workload
+            gpus = by_id[victim.id].verdict.gpus
+            allocated[victim.queue] -= gpus
+            preempted[victim.id] = preempted.get(victim.id, 0) + 1
+            lost[victim.id] = lost.get(victim.id, 0.0) + gpus * (eviction.at - eviction.started)
+            admitted_at.pop(victim.id, None)
+        for workload in admitted:
+            # a workload admitted and preempted within one pass is pending again
+            if workload.admitted_at == now and workload.id not in admitted_at:
+                admitted_at[workload.id] = now
+                end = now + by_id[workload.id].duration
+                heapq.heappush(completions, (end, workload.id, workload, now))
         if ticking:
             _sample(series, model, now, capacity_gpus, allocated)
             next_tick += interval
@@ -344,4 +389,11 @@ def run_arm(shared: Setup, arm: ArmName, *, progress: Progress | None = None) ->
                     progress(now / horizon)
     if progress is not None:
         progress(1.0)
-    return ArmRun(arm, admitted_at, series, plans=controller.runs if controller else 0)
+    return ArmRun(
+        arm,
+        admitted_at,
+        series,
+        plans=controller.runs if controller else 0,
+        preempted=preempted,
+        lost=lost,
+    )

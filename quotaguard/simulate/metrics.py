@@ -1,14 +1,21 @@
 """What one arm of a simulation achieved, overall and per tenant.
 
 * `utilization`: GPU-equivalent time allocated / capacity time (whole-GPU equivalents of every
-  class, over the simulated span; work running past the end counts up to the end).
-* `meanWait`, `p95Wait`: seconds from arrival to admission (p95 by nearest rank). Workloads
-  still waiting at the end count with the wait they had so far. Workloads that can never be
-  admitted (bigger than their queue could ever hold) are left out and counted in `neverFits`.
+  class, over the simulated span; work running past the end counts up to the end). Time spent
+  on runs that preemption later threw away is allocated time too: it is counted here and,
+  separately, in `gpuHoursLost`.
+* `meanWait`, `p95Wait`: seconds from arrival to admission (p95 by nearest rank); for a
+  preempted workload, to its last admission (the run that counts). Workloads still waiting at
+  the end count with the wait they had so far. Workloads that can never be admitted (bigger
+  than their queue could ever hold) are left out and counted in `neverFits`.
 * `jainFairness`: Jain's index (sum x)^2 / (n sum x^2) over tenants with demand, where x is the
-  share of a tenant's demand served: GPU-equivalent time it ran / GPU-equivalent time it asked
-  for (each workload's run time, cut at the end of the span). 1 is perfectly even.
+  share of a tenant's demand served: GPU-equivalent time of useful work it ran (not thrown
+  away) / GPU-equivalent time it asked for (each workload's run time, cut at the end of the
+  span). 1 is perfectly even.
 * `denied`: workloads admission refused.
+* `preempted`: evictions by preemption (a workload evicted twice counts twice);
+  `gpuHoursLost`: GPU-equivalent hours those evicted runs had done, thrown away because the
+  workload restarts from the start.
 """
 
 from __future__ import annotations
@@ -33,13 +40,21 @@ class Outcome:
     never_fits: int
     mean_wait: float
     p95_wait: float
-    gpu_seconds: float  # GPU-equivalent seconds allocated within the span
+    gpu_seconds: float  # GPU-equivalent seconds allocated within the span (lost ones too)
     demand_gpu_seconds: float  # GPU-equivalent seconds asked for within the span
     utilization: float  # gpu_seconds / capacity time
+    preempted: int = 0  # evictions
+    lost_gpu_seconds: float = 0.0  # allocated to runs that preemption threw away
+
+    @property
+    def useful_gpu_seconds(self) -> float:
+        return self.gpu_seconds - self.lost_gpu_seconds
 
     @property
     def served(self) -> float:
-        return self.gpu_seconds / self.demand_gpu_seconds if self.demand_gpu_seconds else 1.0
+        if not self.demand_gpu_seconds:
+            return 1.0
+        return self.useful_gpu_seconds / self.demand_gpu_seconds
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,6 +95,8 @@ class _Tally:
         self.waits: list[float] = []
         self.gpu_seconds = 0.0
         self.demand = 0.0
+        self.preempted = 0
+        self.lost = 0.0
 
     def outcome(self, capacity_seconds: float) -> Outcome:
         self.waits.sort()
@@ -94,6 +111,8 @@ class _Tally:
             gpu_seconds=self.gpu_seconds,
             demand_gpu_seconds=self.demand,
             utilization=self.gpu_seconds / capacity_seconds if capacity_seconds else 0.0,
+            preempted=self.preempted,
+            lost_gpu_seconds=self.lost,
         )
 
 
@@ -109,9 +128,13 @@ def _count(shared: Setup, run: ArmRun, arrival: Arrival, tallies: list[_Tally], 
     demand = verdict.gpus * min(arrival.duration, horizon - arrival.at)
     start = run.admitted_at.get(arrival.id)
     ran = 0.0 if start is None else verdict.gpus * (min(start + arrival.duration, horizon) - start)
+    lost = run.lost.get(arrival.id, 0.0)
+    preempted = run.preempted.get(arrival.id, 0)
     for tally in tallies:
         tally.demand += demand
-        tally.gpu_seconds += ran
+        tally.gpu_seconds += ran + lost
+        tally.lost += lost
+        tally.preempted += preempted
         if not fits:
             tally.never_fits += 1
         elif start is None:
@@ -145,7 +168,7 @@ def arm_metrics(shared: Setup, run: ArmRun) -> ArmMetrics:
         if fits is None:
             fits = fits_cache[key] = not shared.never_fits(arrival)
         _count(shared, run, arrival, [overall, tenants[arrival.tenant]], fits)
-    shares = [t.gpu_seconds / t.demand for t in tenants.values() if t.demand > 0]
+    shares = [(t.gpu_seconds - t.lost) / t.demand for t in tenants.values() if t.demand > 0]
     return ArmMetrics(
         name=run.name,
         overall=overall.outcome(capacity_seconds),
@@ -168,6 +191,8 @@ def _outcome_json(outcome: Outcome) -> dict[str, Any]:
         "neverFits": outcome.never_fits,
         "served": round(outcome.served, 4),
         "gpuHours": round(outcome.gpu_seconds / 3600, 2),
+        "preempted": outcome.preempted,
+        "gpuHoursLost": round(outcome.lost_gpu_seconds / 3600, 2),
     }
 
 

@@ -13,6 +13,7 @@ from quotaguard.policy.model import TenantPolicy
 from quotaguard.simulate.arrivals import AdmissionCache, arrivals
 from quotaguard.simulate.engine import ArmName, ArmRun, Setup, StaticBaseline, run_arm, setup
 from quotaguard.simulate.metrics import ArmMetrics, arm_metrics
+from quotaguard.simulate.preemption import PRESETS, SAMPLE_PRESET, Preemption
 from quotaguard.simulate.trace import Trace
 
 # (arm being run, fraction of that arm done)
@@ -96,14 +97,20 @@ def simulate(
     trace: Trace,
     *,
     static_baseline: StaticBaseline = "guarantees",
+    preemption: Preemption = PRESETS[SAMPLE_PRESET],
     reference: bool = True,
     progress: Progress | None = None,
 ) -> Simulation:
     """Run admission on the trace once, then the static and dynamic arms (and, with
-    `reference`, the static arm with the other baseline)."""
+    `reference`, the static arm with the other baseline), all with the same `preemption` on
+    every queue."""
     cache = AdmissionCache()
     shared = setup(
-        policy, trace, arrivals(policy, trace, cache=cache), static_baseline=static_baseline
+        policy,
+        trace,
+        arrivals(policy, trace, cache=cache),
+        static_baseline=static_baseline,
+        preemption=preemption,
     )
     runs: dict[ArmName, ArmRun] = {}
     for arm in ("static", "dynamic"):
@@ -120,6 +127,7 @@ def simulate(
             horizon=shared.horizon,
             interval=shared.interval,
             static_baseline=baseline,
+            preemption=preemption,
         )
         reference_progress = (lambda done: progress("reference", done)) if progress else None
         other = arm_metrics(

@@ -7,7 +7,11 @@ nodes:                        # or: snapshot: cluster.json (a kubectl `v1 List`,
   - {name: gpu-1, allocatable: {nvidia.com/gpu: "8"}, labels: {...}}
 workloads:
   - {at: 0, duration: 3600, namespace: research, count: 4, every: 60, pod: {...}}
+  - {at: 60, duration: 600, namespace: research, priority: 100, pod: {...}}
 ```
+
+`priority` is the workload's priority as Kueue sees it (a WorkloadPriorityClass or the pod's
+PriorityClass value; default 0): it orders a queue and decides who may preempt whom.
 
 Times are seconds or Go-style durations (`90s`, `2h`). Every problem of a trace is reported at
 once as FILE:LINE:COLUMN. The common case (a valid trace) is read with the fast C YAML loader;
@@ -31,7 +35,10 @@ from quotaguard.quota.cluster import Node, Pod, SnapshotError, load_snapshot
 
 TOP_FIELDS = frozenset({"horizon", "nodes", "snapshot", "workloads", "description", "manifests"})
 NODE_FIELDS = frozenset({"name", "allocatable", "labels", "taints", "ready", "unschedulable"})
-WORKLOAD_FIELDS = frozenset({"at", "duration", "namespace", "count", "every", "pod", "name"})
+WORKLOAD_FIELDS = frozenset(
+    {"at", "duration", "namespace", "count", "every", "pod", "name", "priority"}
+)
+PRIORITY_RANGE = (-(2**31), 2**31 - 1)  # Kueue priorities are int32
 
 
 class TraceInvalid(Exception):
@@ -54,6 +61,7 @@ class TraceWorkload:
     every: float
     manifest: Mapping[str, Any]
     name: str | None = None
+    priority: int = 0
 
     def arrival_times(self) -> Iterator[float]:
         for copy in range(self.count):
@@ -230,10 +238,14 @@ def _workload(check: _Checker, raw: object, index: int) -> TraceWorkload | None:
     name = entry.get("name")
     if name is not None and not isinstance(name, str):
         check.problem((*path, "name"), "must be a string")
+    priority = entry.get("priority", 0)
+    low, high = PRIORITY_RANGE
+    if isinstance(priority, bool) or not isinstance(priority, int) or not low <= priority <= high:
+        check.problem((*path, "priority"), f"must be a whole number (int32), not {priority!r}")
     if len(check.problems) > before:
         return None
     assert at is not None and duration is not None and every is not None
-    assert isinstance(manifest, Mapping)
+    assert isinstance(manifest, Mapping) and isinstance(priority, int)
     return TraceWorkload(
         index=index,
         at=at,
@@ -243,6 +255,7 @@ def _workload(check: _Checker, raw: object, index: int) -> TraceWorkload | None:
         every=every,
         manifest=manifest,
         name=name,
+        priority=priority,
     )
 
 
