@@ -18,7 +18,17 @@ from typing import Any
 
 import yaml
 
-from e2e.cluster import REPO_ROOT, Cluster, Process, free_port, http_ok, wait_until
+from e2e.cluster import (
+    REPO_ROOT,
+    Cluster,
+    Process,
+    free_port,
+    http_ok,
+    mig_node,
+    shared_gpu_node,
+    wait_until,
+    whole_gpu_node,
+)
 
 POLICY = REPO_ROOT / "config/policy.yaml"
 KUEUE_SAMPLES = REPO_ROOT / "config/samples/kueue"
@@ -33,6 +43,25 @@ GPU_RESOURCES = frozenset(
 
 # (flavor, resource) -> {"nominalQuota": int, "borrowingLimit": int | None, ...}
 Quotas = dict[tuple[str, str], dict[str, int | None]]
+
+
+# --------------------------------------------------------------------------------------------
+# GPU nodes
+
+# Capacity add_gpu_nodes gives, per class, and with usableCapacityPercent 95.
+CAPACITY = {"h100": 24, "h100-1g.10gb": 28, "h100-3g.40gb": 8, "shared": 16}
+DISTRIBUTABLE = {name: math.floor(n * 95 / 100) for name, n in CAPACITY.items()}
+
+
+def add_gpu_nodes(cluster: Cluster) -> None:
+    """Three H100 nodes, one A100 node (not the h100 class: its product label differs), four MIG
+    nodes in mixed strategy and one time-sliced node: the capacity in CAPACITY."""
+    cluster.add_nodes(
+        *(whole_gpu_node(f"h100-{i}", 8) for i in range(3)),
+        whole_gpu_node("a100-0", 8, product="NVIDIA-A100-SXM4-80GB"),
+        *(mig_node(f"mig-{i}", {"1g.10gb": 7, "3g.40gb": 2}) for i in range(4)),
+        shared_gpu_node("shared-0", gpus=4, replicas=4),
+    )
 
 
 # --------------------------------------------------------------------------------------------

@@ -16,16 +16,13 @@ import pytest
 
 from e2e import conftest
 from e2e.build import Toolchain
-from e2e.cluster import (
-    Cluster,
-    mig_node,
-    shared_gpu_node,
-    wait_until,
-    whole_gpu_node,
-)
+from e2e.cluster import Cluster, wait_until
 from e2e.kueue import (
+    CAPACITY,
+    DISTRIBUTABLE,
     TENANT_QUEUES,
     EtcdHistory,
+    add_gpu_nodes,
     admit,
     apply_kueue_samples,
     cluster_queues,
@@ -47,21 +44,7 @@ from e2e.kueue import (
     write_policy,
 )
 
-# Capacity the module's nodes give, per class, and with usableCapacityPercent 95.
-CAPACITY = {"h100": 24, "h100-1g.10gb": 28, "h100-3g.40gb": 8, "shared": 16}
-DISTRIBUTABLE = {name: math.floor(n * 95 / 100) for name, n in CAPACITY.items()}
 MIG = "nvidia.com/mig-1g.10gb"
-
-
-def add_gpu_nodes(cluster: Cluster) -> None:
-    """Three H100 nodes, one A100 node (not the h100 class: its product label differs), four MIG
-    nodes in mixed strategy and one time-sliced node: the capacity in CAPACITY."""
-    cluster.add_nodes(
-        *(whole_gpu_node(f"h100-{i}", 8) for i in range(3)),
-        whole_gpu_node("a100-0", 8, product="NVIDIA-A100-SXM4-80GB"),
-        *(mig_node(f"mig-{i}", {"1g.10gb": 7, "3g.40gb": 2}) for i in range(4)),
-        shared_gpu_node("shared-0", gpus=4, replicas=4),
-    )
 
 
 @pytest.fixture(scope="module")
