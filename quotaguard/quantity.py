@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 from decimal import Decimal, InvalidOperation
 from fractions import Fraction
@@ -20,6 +21,8 @@ _DECIMAL = {
     "E": Fraction(10**18),
 }
 _QUANTITY = re.compile(r"^([+-]?[0-9.]+(?:[eE][+-]?[0-9]+)?)(Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE]?)$")
+# Far beyond any real quantity (Kubernetes caps them at 2^63-1 and 1n).
+_MAX_EXPONENT = 64
 _DURATION_PART = re.compile(r"([0-9]+(?:\.[0-9]+)?)(ms|h|m|s)")
 _DURATION_UNIT = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
 
@@ -35,6 +38,8 @@ def parse_quantity(value: object) -> Fraction:
     if isinstance(value, int):
         return Fraction(value)
     if isinstance(value, float):
+        if not math.isfinite(value):
+            raise QuantityError(f"not a quantity: {value!r}")
         return Fraction(Decimal(repr(value)))
     if not isinstance(value, str):
         raise QuantityError(f"not a quantity: {value!r}")
@@ -43,9 +48,13 @@ def parse_quantity(value: object) -> Fraction:
         raise QuantityError(f"not a quantity: {value!r}")
     number, suffix = match.groups()
     try:
-        base = Fraction(Decimal(number))
+        decimal = Decimal(number)
     except (InvalidOperation, ValueError) as exc:
         raise QuantityError(f"not a quantity: {value!r}") from exc
+    # An exact Fraction of "1e999999999" would take minutes and gigabytes to build.
+    if decimal and abs(decimal.adjusted()) > _MAX_EXPONENT:
+        raise QuantityError(f"not a quantity: {value!r} is out of range")
+    base = Fraction(decimal)
     scale = _BINARY.get(suffix)
     return base * (Fraction(scale) if scale is not None else _DECIMAL[suffix])
 
@@ -56,7 +65,7 @@ def parse_gpu_count(value: object) -> int | None:
     Returns None when the value is not a whole, non-negative number.
     """
     # Admission parses a few of these per request: plain digits skip the regex and Fraction.
-    if type(value) is str and value.isascii() and value.isdigit():
+    if type(value) is str and value.isascii() and value.isdigit() and len(value) <= 18:
         return int(value)
     if type(value) is int:
         return value if value >= 0 else None
