@@ -22,6 +22,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench.machine import machine, write_result
 from quotaguard.controller.kube import KubeClients
 from quotaguard.controller.loop import Controller, ControllerSettings
 from quotaguard.controller.trim import pod_line_filter, pod_trimmer, trim_node
@@ -181,6 +182,22 @@ def main() -> int:
         f"one page of 500 pods: client models {models * 1000:.0f} ms, "
         f"json.loads + trim {raw * 1000:.0f} ms ({models / raw:.0f}x)"
     )
+    write_result(
+        "controller",
+        {
+            "pods": args.pods,
+            "list_cpu_s": round(list_seconds, 3),
+            "list_target_s": LIST_TARGET,
+            "plan_cpu_s": round(plan_seconds, 3),
+            "plan_target_s": PLAN_TARGET,
+            "page_of_500": {
+                "client_models_ms": round(models * 1e3, 1),
+                "json_loads_and_trim_ms": round(raw * 1e3, 1),
+                "ratio": round(models / raw, 1),
+            },
+        },
+    )
+    print(f"machine {machine()}")
     return 0 if list_seconds < LIST_TARGET and plan_seconds < PLAN_TARGET else 1
 
 

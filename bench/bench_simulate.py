@@ -21,6 +21,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench.machine import machine, write_result
 from quotaguard.policy.loader import load_policy_file
 from quotaguard.simulate.arrivals import AdmissionCache, arrivals, verdict_of
 from quotaguard.simulate.engine import run_arm, setup
@@ -157,6 +160,20 @@ def main() -> int:
         f"result: utilisation {static.utilization:.1%} -> {dynamic.utilization:.1%}, "
         f"p95 wait {static.p95_wait / 60:.0f}m -> {dynamic.p95_wait / 60:.0f}m"
     )
+    write_result(
+        "simulate",
+        {
+            "workloads": trace.size,
+            "target_cpu_s": TARGET_SECONDS,
+            "steps": [
+                {"step": name, "wall_s": round(w, 3), "cpu_s": round(c, 3), "note": note}
+                for name, w, c, note in rows
+            ],
+            "simulate_cpu_s": round(total_cpu, 3),
+            "admission_cpu_s": round(admission_cpu, 3),
+        },
+    )
+    print(f"machine {machine()}")
     return 0 if total_cpu <= TARGET_SECONDS else 1
 
 
