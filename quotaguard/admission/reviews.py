@@ -82,7 +82,8 @@ class BadReview(ValueError):
 
 
 def decode_review(body: object) -> AdmissionRequest:
-    """The request of a decoded AdmissionReview body, checked just enough to answer it."""
+    """The request of a decoded AdmissionReview body, checked just enough to answer it (the
+    fields of the object are checked as admission reads them: see `shape`)."""
     if not isinstance(body, dict):
         raise BadReview(f"an AdmissionReview must be a JSON object, not {_kind_of(body)}")
     if body.get("apiVersion") != API_VERSION or body.get("kind") != KIND:
@@ -106,6 +107,9 @@ def decode_review(body: object) -> AdmissionRequest:
     namespace = request.get("namespace")
     if namespace is not None and not isinstance(namespace, str):
         raise BadReview("request.namespace must be a string")
+    old = request.get("oldObject")
+    if old is not None and not isinstance(old, dict):
+        raise BadReview(f"request.oldObject must be an object or null, not {_kind_of(old)}")
     return cast(AdmissionRequest, request)
 
 

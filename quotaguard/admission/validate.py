@@ -56,7 +56,7 @@ def validate(
     if operation == "UPDATE":
         refs = queue_refs(obj, views)
         if old_object is not None:
-            old_views = template_views(old_object, policy.gpu_resources)
+            old_views = template_views(old_object, policy.gpu_resources, "request.oldObject")
             if queue_refs(old_object, old_views) == refs:
                 return ALLOWED
         return _decision(tenant, list(_queue_isolation(policy, tenant, namespace, refs)))

@@ -10,13 +10,15 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Any
+from typing import Any, NoReturn
 
 from quotaguard.admission.names import REWRITE_HINT
-from quotaguard.podspec import GPU_PREFIXES, PodTemplate, containers, pod_templates
+from quotaguard.admission.shape import check_object, pointer_where, wrong
+from quotaguard.podspec import GPU_PREFIXES, PodTemplate, pod_templates
 
 _EMPTY: Mapping[str, Any] = MappingProxyType({})
 WORKLOAD_OWNERS = frozenset({"Job", "JobSet"})
+_CONTAINER_LISTS = ("initContainers", "containers")
 
 
 def as_map(value: object) -> Mapping[str, Any]:
@@ -71,8 +73,14 @@ class TemplateView:
         return not (hint is False or (isinstance(hint, str) and hint.strip().lower() == "false"))
 
 
-def template_views(obj: Mapping[str, Any], gpu_resources: frozenset[str]) -> list[TemplateView]:
-    """One view per pod template of a Pod, Job, Volcano Job or JobSet (none for other kinds)."""
+def template_views(
+    obj: Mapping[str, Any], gpu_resources: frozenset[str], root: str = "request.object"
+) -> list[TemplateView]:
+    """One view per pod template of a Pod, Job, Volcano Job or JobSet (none for other kinds).
+
+    A field the API server could not have decoded raises `ShapeError`, naming it under `root`
+    (`request.object` or `request.oldObject`)."""
+    check_object(obj, root)
     templates = pod_templates(obj)
     if not templates:
         return []
@@ -90,7 +98,7 @@ def template_views(obj: Mapping[str, Any], gpu_resources: frozenset[str]) -> lis
             TemplateView(
                 template=template,
                 name=name,
-                gpu_containers=tuple(_gpu_containers(template, name, gpu_resources)),
+                gpu_containers=tuple(_gpu_containers(template, name, gpu_resources, root)),
                 hints=hints,
                 labels=as_map(template.metadata.get("labels")),
             )
@@ -99,24 +107,72 @@ def template_views(obj: Mapping[str, Any], gpu_resources: frozenset[str]) -> lis
 
 
 def _gpu_containers(
-    template: PodTemplate, template_name: str | None, gpu_resources: frozenset[str]
+    template: PodTemplate, template_name: str | None, gpu_resources: frozenset[str], root: str
 ) -> list[GpuContainer]:
+    # The container lists are walked here rather than with podspec.containers, which skips
+    # entries of the wrong type: admission must refuse them (see shape). It also runs for every
+    # request, so pointers and labels are built for the GPU containers only.
     found = []
-    for ref in containers(template.spec, template.spec_pointer):
-        resources = ref.container.get("resources")
-        if not isinstance(resources, dict):
+    spec = template.spec
+    for field in _CONTAINER_LISTS:
+        entries = spec.get(field)
+        if entries is None:
             continue
-        limits = _gpu_entries(resources.get("limits"), gpu_resources)
-        requests = _gpu_entries(resources.get("requests"), gpu_resources)
-        if limits or requests:
-            label = f"{template_name}/{ref.name}" if template_name else ref.name
-            found.append(GpuContainer(label, ref.pointer, ref.init, limits, requests))
+        if not isinstance(entries, list):
+            wrong(pointer_where(root, template.spec_pointer, field), "a list", entries)
+        for index, container in enumerate(entries):
+            if not isinstance(container, dict):
+                if container is not None:
+                    _odd(root, template, field, index, "a map", container)
+                continue
+            resources = container.get("resources")
+            if not isinstance(resources, dict):
+                if resources is not None:
+                    _odd(root, template, field, index, "a map", resources, "resources")
+                continue
+            limits = _gpu_entries(resources.get("limits"), gpu_resources)
+            requests = _gpu_entries(resources.get("requests"), gpu_resources)
+            if limits is None or requests is None:
+                section = "limits" if limits is None else "requests"
+                _odd(
+                    root, template, field, index, "a map", resources[section], "resources", section
+                )
+            if not limits and not requests:
+                continue
+            name = container.get("name")
+            if not isinstance(name, str):
+                if name is not None:
+                    _odd(root, template, field, index, "a string", name, "name")
+                name = "?"
+            found.append(
+                GpuContainer(
+                    label=f"{template_name}/{name}" if template_name else name,
+                    pointer=f"{template.spec_pointer}/{field}/{index}",
+                    init=field == "initContainers",
+                    limits=limits,
+                    requests=requests,
+                )
+            )
     return found
 
 
-def _gpu_entries(section: object, gpu_resources: frozenset[str]) -> Mapping[str, Any]:
+def _odd(
+    root: str,
+    template: PodTemplate,
+    field: str,
+    index: int,
+    expected: str,
+    value: object,
+    *below: str,
+) -> NoReturn:
+    """Raise `ShapeError` for the container at `field[index]` of `template`, or a field below."""
+    wrong(pointer_where(root, f"{template.spec_pointer}/{field}/{index}", *below), expected, value)
+
+
+def _gpu_entries(section: object, gpu_resources: frozenset[str]) -> Mapping[str, Any] | None:
+    """The GPU resources of `limits` or `requests`; None when the section is not a map."""
     if not isinstance(section, dict) or not section:
-        return _EMPTY
+        return _EMPTY if section is None or isinstance(section, dict) else None
     found: dict[str, Any] | None = None
     for name, value in section.items():
         # is_gpu_resource, inlined: this runs for every resource of every container.
@@ -151,7 +207,7 @@ def owned_by_workload(obj: Mapping[str, Any]) -> bool:
     for owner in owners:
         owner = as_map(owner)
         kind, api_version = owner.get("kind"), owner.get("apiVersion")
-        if kind in WORKLOAD_OWNERS and isinstance(api_version, str):
+        if isinstance(kind, str) and kind in WORKLOAD_OWNERS and isinstance(api_version, str):
             group = api_version.rpartition("/")[0]
             if group in ("batch", "batch.volcano.sh", "jobset.x-k8s.io"):
                 return True

@@ -149,3 +149,19 @@ def limits_of(obj: dict[str, Any], index: int = 0) -> dict[str, Any]:
 def requests_of(obj: dict[str, Any], index: int = 0) -> dict[str, Any]:
     found: dict[str, Any] = obj["spec"]["containers"][index]["resources"]["requests"]
     return found
+
+
+def at(node: Any, path: tuple[str | int, ...]) -> Any:
+    for part in path:
+        node = node[part]
+    return node
+
+
+def inference_pod(*changes: tuple[str, Any]) -> dict[str, Any]:
+    """A pod that mutation rewrites to a MIG slice, with (path, value) changes; a path is the
+    keys down to the value, separated by spaces (resource names hold dots and slashes)."""
+    obj = pod(gpu(), annotations={"quotaguard.dev/gpu-memory": "8Gi"}, labels={"app": "web"})
+    for where, value in changes:
+        parts = [int(p) if p.isdigit() else p for p in where.split(" ")]
+        at(obj, tuple(parts[:-1]))[parts[-1]] = value
+    return obj

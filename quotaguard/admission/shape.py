@@ -1,0 +1,186 @@
+"""The types of the workload fields admission reads, checked as it reads them.
+
+The API server decodes every object into its Go types before a webhook sees it, so labels that
+are a list, containers that are a map or limits that are a number cannot come from it: such an
+object is a bad request (`ShapeError`, a `BadReview`: HTTP 400) naming the field, not something
+to decide on. Checked are the maps and lists admission walks or writes a patch into, the names
+it shows, and labels, annotations and nodeSelector as maps of strings. `null` is accepted
+wherever it stands, as Go decodes it: as if the field were absent. GPU amounts are left to the
+quantity parser, which refuses `true` or `[1]` as it refuses "lots": a denial that tells the
+user what to write. Objects admission does not read (other kinds, exempt namespaces) are not
+checked.
+
+The walker of `workload.template_views` calls `check_object` for the skeleton (metadata, the pod
+templates down to their nodeSelector) and checks the containers itself as it walks them, with
+`wrong` and `pointer_where`: it reads every container for every request anyway. This runs on
+every request, so no path is built unless a field is wrong.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from types import MappingProxyType
+from typing import Any, NoReturn
+
+from quotaguard.admission.reviews import BadReview
+from quotaguard.podspec import workload_kind
+
+# A field path as a chain of (parent, part) links, joined only to report an error.
+Where = tuple["Where", str | int] | str
+
+_STRING_MAPS = ("labels", "annotations")
+_EMPTY: Mapping[str, Any] = MappingProxyType({})
+
+
+class ShapeError(BadReview):
+    """A field has a type the API server could not have decoded. `path` names it, e.g.
+    `request.object.spec.containers[0].resources` or `request.object.metadata.labels[app]`."""
+
+    def __init__(self, where: Where, expected: str, value: object) -> None:
+        self.path = field_path(where)
+        super().__init__(f"{self.path} must be {expected}, not {_described(value)}")
+
+
+def field_path(where: Where) -> str:
+    """`request.object.spec.containers[0].resources`, as Kubernetes names fields."""
+    parts: list[str] = []
+    while isinstance(where, tuple):
+        where, part = where
+        if isinstance(part, int):
+            parts.append(f"[{part}]")
+        else:
+            parts.append(part if part.startswith("[") else f".{part}")
+    return where + "".join(reversed(parts))
+
+
+def pointer_where(root: str, pointer: str, *fields: str) -> Where:
+    """The field path of a JSON Pointer the walker built (`/spec/containers/0` -> `spec.
+    containers[0]`), with `fields` below it."""
+    where: Where = root
+    for part in pointer.split("/")[1:]:
+        where = (where, int(part) if part.isdigit() else part.replace("~1", "/").replace("~0", "~"))
+    for field in fields:
+        where = (where, field)
+    return where
+
+
+def _described(value: object) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)
+    kinds = ((dict, "a map"), (list, "a list"), (str, "a string"), (int | float, "a number"))
+    return next((name for kind, name in kinds if isinstance(value, kind)), type(value).__name__)
+
+
+def wrong(where: Where, expected: str, value: object) -> NoReturn:
+    raise ShapeError(where, expected, value)
+
+
+def check_object(obj: Mapping[str, Any], root: str) -> None:
+    """Raise `ShapeError` for the first field of the skeleton of a Pod, Job, Volcano Job or
+    JobSet whose type the API server could not have decoded (`root` names the object, e.g.
+    `request.object`); other kinds pass unread."""
+    kind = workload_kind(obj)
+    if kind is None:
+        return
+    metadata = obj.get("metadata")
+    if metadata is not None:
+        _metadata(metadata, root)
+    spec = obj.get("spec")
+    if spec is None:
+        return
+    if not isinstance(spec, dict):
+        wrong((root, "spec"), "a map", spec)
+    if kind == "Pod":
+        _pod_spec(spec, root, "spec")
+        return
+    spec_where: Where = (root, "spec")
+    if kind == "Job":
+        _pod_template(spec.get("template"), (spec_where, "template"))
+    elif kind == "VolcanoJob":
+        for where, task in _maps(spec.get("tasks"), (spec_where, "tasks")):
+            _name(task, where)
+            _pod_template(task.get("template"), (where, "template"))
+    else:
+        for where, replicated in _maps(spec.get("replicatedJobs"), (spec_where, "replicatedJobs")):
+            _name(replicated, where)
+            where = (where, "template")
+            job_template = _map(replicated.get("template"), where)
+            where = (where, "spec")
+            job_spec = _map(job_template.get("spec"), where)
+            _pod_template(job_spec.get("template"), (where, "template"))
+
+
+def _map(value: object, where: Where) -> Mapping[str, Any]:
+    """`value` when it is a map, an empty map when it is null (as Go decodes it)."""
+    if isinstance(value, dict):
+        return value
+    if value is None:
+        return _EMPTY
+    wrong(where, "a map", value)
+
+
+def _maps(value: object, where: Where) -> list[tuple[Where, Mapping[str, Any]]]:
+    """The entries of a list of maps with their paths (built here: such lists are short)."""
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        wrong(where, "a list", value)
+    return [((where, index), _map(item, (where, index))) for index, item in enumerate(value)]
+
+
+def _name(fields: Mapping[str, Any], where: Where) -> None:
+    name = fields.get("name")
+    if name is not None and not isinstance(name, str):
+        wrong((where, "name"), "a string", name)
+
+
+# The checks below run for every request: paths are built only on the way to an error, and
+# the loops are inline rather than in helpers.
+
+
+def _string_map(value: object, parent: Where, field: str) -> None:
+    if not isinstance(value, dict):
+        wrong((parent, field), "a map of strings", value)
+    for item in value.values():
+        if not isinstance(item, str) and item is not None:
+            _odd_string(value, (parent, field))
+
+
+def _odd_string(values: Mapping[str, Any], where: Where) -> NoReturn:
+    for key, value in values.items():
+        if not isinstance(value, str) and value is not None:
+            wrong((where, f"[{key}]"), "a string", value)
+    raise AssertionError("no value is odd")  # pragma: no cover - called for an odd value
+
+
+def _metadata(metadata: object, parent: Where) -> None:
+    if not isinstance(metadata, dict):
+        wrong((parent, "metadata"), "a map", metadata)
+    for field in _STRING_MAPS:
+        values = metadata.get(field)
+        if values is None:
+            continue
+        if not isinstance(values, dict):
+            wrong(((parent, "metadata"), field), "a map of strings", values)
+        for value in values.values():
+            if not isinstance(value, str) and value is not None:
+                _odd_string(values, ((parent, "metadata"), field))
+
+
+def _pod_template(value: object, where: Where) -> None:
+    template = _map(value, where)
+    metadata = template.get("metadata")
+    if metadata is not None:
+        _metadata(metadata, where)
+    _pod_spec(_map(template.get("spec"), (where, "spec")), where, "spec")
+
+
+def _pod_spec(spec: Mapping[str, Any], parent: Where, field: str) -> None:
+    node_selector = spec.get("nodeSelector")
+    if node_selector is not None:
+        _string_map(node_selector, (parent, field), "nodeSelector")
