@@ -31,7 +31,7 @@ from typing import Annotated, Any, Literal, get_args
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 from pydantic.alias_generators import to_camel
 
-from quotaguard.admission import make_review, review_offline
+from quotaguard.admission import BadReview, make_review, review_offline
 from quotaguard.admission.decision import Rule
 from quotaguard.policy.model import TenantPolicy
 
@@ -187,7 +187,11 @@ def run_case(policy: TenantPolicy, suite: LoadedSuite, case: Case) -> CaseResult
     if not namespace:
         result.failures.append("no namespace: set the case's namespace or metadata.namespace")
         return result
-    response, patched = review_offline(policy, make_review(obj, namespace=namespace))
+    try:
+        response, patched = review_offline(policy, make_review(obj, namespace=namespace))
+    except BadReview as exc:
+        result.failures.append(f"the API server would not accept this object: {exc}")
+        return result
     result.failures.extend(check(case.expect, response["response"], patched))
     return result
 
