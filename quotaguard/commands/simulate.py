@@ -33,6 +33,15 @@ def register(verbs: Any) -> None:
         "lending (default), or guarantees plus the rest of the capacity as a cohort pool",
     )
     parser.add_argument(
+        "--preemption",
+        choices=("never", "reclaim"),
+        default="reclaim",
+        help="what every ClusterQueue does, in every arm, when it wants back quota it lent: "
+        "reclaim evicts borrowers' workloads (reclaimWithinCohort: Any, withinClusterQueue: "
+        "LowerPriority, as config/samples/kueue declares; the default), never waits for "
+        "them to finish",
+    )
+    parser.add_argument(
         "--no-progress", action="store_true", help="never draw a progress bar on stderr"
     )
     parser.set_defaults(run=run)
@@ -59,6 +68,7 @@ class ProgressBar:
 
 
 def run(args: argparse.Namespace) -> int:
+    from quotaguard.simulate.preemption import PRESETS
     from quotaguard.simulate.report import render_text, result_json
     from quotaguard.simulate.simulation import simulate
     from quotaguard.simulate.trace import TraceInvalid, load_trace
@@ -76,7 +86,13 @@ def run(args: argparse.Namespace) -> int:
     if not args.no_progress and sys.stderr.isatty() and trace.size >= PROGRESS_MIN_WORKLOADS:
         bar = ProgressBar(sys.stderr)
     try:
-        simulation = simulate(policy, trace, static_baseline=args.static, progress=bar)
+        simulation = simulate(
+            policy,
+            trace,
+            static_baseline=args.static,
+            preemption=PRESETS[args.preemption],
+            progress=bar,
+        )
     finally:
         if bar is not None:
             bar.close()

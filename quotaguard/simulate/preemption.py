@@ -79,6 +79,11 @@ PRESETS: dict[str, Preemption] = {"never": NEVER, "reclaim": RECLAIM}
 SAMPLE_PRESET = "reclaim"
 
 
+def preset_name(preemption: Preemption) -> str | None:
+    """The command-line name of a setting (`never`, `reclaim`), None for any other."""
+    return next((name for name, found in PRESETS.items() if found == preemption), None)
+
+
 class Cohort(Protocol):
     """What victim selection reads of the queue model, and the trial removals it makes."""
 

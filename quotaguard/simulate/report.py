@@ -5,17 +5,37 @@ from __future__ import annotations
 from typing import Any
 
 from quotaguard.simulate.metrics import ArmMetrics, Outcome, metrics_json
+from quotaguard.simulate.preemption import PRESETS, SAMPLE_PRESET, Preemption, preset_name
 from quotaguard.simulate.simulation import Simulation
 
 MINUTE, HOUR, DAY = 60.0, 3600.0, 86400.0
 
 
+def preemption_json(preemption: Preemption) -> dict[str, Any]:
+    """The setting every queue ran with, named and spelled as a ClusterQueue spells it."""
+    found: dict[str, Any] = {
+        "setting": preset_name(preemption) or "custom",
+        "reclaimWithinCohort": preemption.reclaim_within_cohort,
+        "withinClusterQueue": preemption.within_cluster_queue,
+        "borrowWithinCohort": preemption.borrow_within_cohort,
+    }
+    if preemption.max_priority_threshold is not None:
+        found["maxPriorityThreshold"] = preemption.max_priority_threshold
+    return found
+
+
 def result_json(simulation: Simulation) -> dict[str, Any]:
-    """`{"static": M, "dynamic": M}` exactly as cli.md describes M (plus a few fields)."""
-    return {
+    """`{"static": M, "dynamic": M}` exactly as cli.md describes M (plus a few fields), the
+    reference arm (the static arm with the other baseline) and the preemption setting."""
+    document: dict[str, Any] = {
         "static": metrics_json(simulation.static),
         "dynamic": metrics_json(simulation.dynamic),
     }
+    if simulation.reference is not None:
+        other = "pool" if simulation.setup.static_baseline == "guarantees" else "guarantees"
+        document["reference"] = {"baseline": other, **metrics_json(simulation.reference)}
+    document["preemption"] = preemption_json(simulation.setup.preemption)
+    return document
 
 
 def format_span(seconds: float) -> str:
@@ -61,6 +81,11 @@ def _count(value: int) -> str:
     return f"{value:,}"
 
 
+def _gpu_hours(seconds: float) -> str:
+    hours = seconds / HOUR
+    return f"{hours:,.0f}" if hours >= 10 else f"{hours:.2g}" if hours else "0"
+
+
 def _table(rows: list[list[str]], *, right: set[int]) -> list[str]:
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     lines = []
@@ -98,7 +123,23 @@ def headline(simulation: Simulation) -> list[str]:
         f"{setup.capacity_gpus:.0f} GPU equivalents: {classes}",
         f"static:  {baseline}",
         f"dynamic: the quota controller re-plans every {format_span(setup.interval)}{applied}",
+        f"preemption, in every arm: {preemption_line(setup.preemption)}",
     ]
+
+
+def preemption_line(preemption: Preemption) -> str:
+    name = preset_name(preemption)
+    sample = PRESETS[SAMPLE_PRESET]
+    if not preemption.enabled:
+        said = "never — admitted workloads always run to the end"
+    else:
+        said = (
+            f"{name or 'custom'} — {preemption.describe()}; an evicted workload restarts "
+            "from the beginning"
+        )
+    if preemption == sample:
+        return f"{said} (as the sample ClusterQueues declare)"
+    return f"{said} (the sample ClusterQueues declare {sample.describe()})"
 
 
 def summary_rows(static: ArmMetrics, dynamic: ArmMetrics) -> list[list[str]]:
@@ -117,12 +158,24 @@ def summary_rows(static: ArmMetrics, dynamic: ArmMetrics) -> list[list[str]]:
          f"{(b.gpu_seconds - a.gpu_seconds) / HOUR:+,.0f}"],
         ["still waiting at end", _count(a.waiting), _count(b.waiting),
          f"{b.waiting - a.waiting:+,}"],
+        ["preempted", _count(a.preempted), _count(b.preempted),
+         f"{b.preempted - a.preempted:+,}" if b.preempted != a.preempted else "±0"],
+        ["GPU-hours lost", _gpu_hours(a.lost_gpu_seconds), _gpu_hours(b.lost_gpu_seconds),
+         _signed_hours(b.lost_gpu_seconds - a.lost_gpu_seconds)],
         ["denied", _count(a.denied), _count(b.denied), ""],
     ]  # fmt: skip
 
 
+def _signed_hours(seconds: float) -> str:
+    if abs(seconds) < 0.005 * HOUR:
+        return "±0"
+    return ("+" if seconds > 0 else "-") + _gpu_hours(abs(seconds))
+
+
 def tenant_rows(static: ArmMetrics, dynamic: ArmMetrics) -> list[list[str]]:
-    rows = [["tenant", "utilisation", "mean wait", "p95 wait", "demand served", "denied"]]
+    rows = [
+        ["tenant", "utilisation", "mean wait", "p95 wait", "demand served", "preempted", "denied"]
+    ]
     for name in sorted(static.tenants):
         a, b = static.tenants[name], dynamic.tenants[name]
         rows.append(
@@ -132,6 +185,7 @@ def tenant_rows(static: ArmMetrics, dynamic: ArmMetrics) -> list[list[str]]:
                 _arrow(format_span(a.mean_wait), format_span(b.mean_wait)),
                 _arrow(format_span(a.p95_wait), format_span(b.p95_wait)),
                 _arrow(_percent(a.served), _percent(b.served)),
+                _arrow(_count(a.preempted), _count(b.preempted)),
                 _count(a.denied),
             ]
         )
@@ -212,6 +266,7 @@ def verdict(simulation: Simulation) -> str:
                 "Quotas set to the guarantees alone would reach only "
                 f"{_percent(r.utilization)} utilisation (p95 wait {format_span(r.p95_wait)})."
             )
+    sentences.extend(preemption_sentences(simulation))
     for capped in simulation.capped()[:2]:
         sentences.append(
             f"{capped.tenant} had {capped.class_name} work waiting for "
@@ -237,6 +292,100 @@ def verdict(simulation: Simulation) -> str:
             "queue's max or the cluster) and are left out of waiting times."
         )
     return " ".join(sentences)
+
+
+def _evictions(outcome: Outcome) -> str:
+    if not outcome.preempted:
+        return "no workload"
+    return (
+        f"{_count(outcome.preempted)} workload{'s' if outcome.preempted > 1 else ''} "
+        f"({_gpu_hours(outcome.lost_gpu_seconds)} GPU-hours of work thrown away)"
+    )
+
+
+def _victims(metrics: ArmMetrics) -> str:
+    found = sorted(
+        ((row.preempted, name) for name, row in metrics.tenants.items() if row.preempted),
+        reverse=True,
+    )
+    return ", ".join(f"{name} {count}" for count, name in found)
+
+
+def _versus_pool(pool: Outcome, dynamic: Outcome) -> tuple[list[str], list[str]]:
+    """What dynamic quotas gain and cost against the static pool, in words."""
+    gains: list[str] = []
+    costs: list[str] = []
+    change = dynamic.utilization - pool.utilization
+    if abs(change) >= 0.01:
+        (gains if change > 0 else costs).append(
+            f"{_points(pool.utilization, dynamic.utilization)} utilisation"
+        )
+    for label, before, after in (
+        ("p95 wait", pool.p95_wait, dynamic.p95_wait),
+        ("mean wait", pool.mean_wait, dynamic.mean_wait),
+    ):
+        if _better_wait(before, after):
+            gains.append(f"a {label} of {format_span(after)} instead of {format_span(before)}")
+        elif _better_wait(after, before):
+            costs.append(f"a {label} of {format_span(after)} instead of {format_span(before)}")
+    lost = _gpu_hours(abs(dynamic.lost_gpu_seconds - pool.lost_gpu_seconds))
+    if dynamic.preempted > pool.preempted:
+        costs.append(
+            f"{_count(dynamic.preempted - pool.preempted)} more preemptions ({lost} GPU-hours "
+            "more work thrown away)"
+        )
+    elif dynamic.preempted < pool.preempted:
+        gains.append(
+            f"{_count(pool.preempted - dynamic.preempted)} fewer preemptions ({lost} GPU-hours "
+            "less work thrown away)"
+        )
+    return gains, costs
+
+
+def _better_wait(before: float, after: float) -> bool:
+    return before > after * 1.1 and before - after > MINUTE
+
+
+def preemption_sentences(simulation: Simulation) -> list[str]:
+    """What preemption did in each arm and, with it, what dynamic quotas add over a pool."""
+    setup = simulation.setup
+    static, dynamic = simulation.static, simulation.dynamic
+    a, b = static.overall, dynamic.overall
+    if not setup.preemption.enabled:
+        return [
+            "Preemption is off: quota lent to another queue comes back only as the borrower's "
+            "workloads finish."
+        ]
+    sentences = [
+        f"Preemption ({setup.preemption.describe()}) evicted {_evictions(a)} in the static "
+        f"arm and {_evictions(b)} in the dynamic arm"
+        + (f" (victims: {_victims(dynamic)})" if b.preempted else "")
+        + "."
+    ]
+    if setup.static_baseline == "pool":
+        pool = a
+    elif simulation.reference is not None:
+        pool = simulation.reference.overall
+        sentences.append(f"The static pool evicted {_evictions(pool)}.")
+    else:
+        return sentences
+    gains, costs = _versus_pool(pool, b)
+    explain = ""
+    if b.preempted > pool.preempted and pool.preempted == 0:
+        explain = (
+            " A pool's capacity above the guarantees belongs to no queue, so nobody reclaims "
+            "it; the controller hands it to the queues as nominal quota that follows demand, "
+            "and when demand moves, the queue it moved to takes it back by eviction."
+        )
+    sentences.append(
+        "So, with preemption on, what dynamic quotas add over a static pool is "
+        + (" and ".join(gains) if gains else "nothing measurable")
+        + ", at the cost of "
+        + (" and ".join(costs) if costs else "nothing measurable")
+        + "."
+        + explain
+    )
+    return sentences
 
 
 def _wrap(text: str, width: int = 96) -> list[str]:

@@ -10,8 +10,10 @@ from pathlib import Path
 from xml.etree import ElementTree
 
 import pytest
+import yaml
 
 from quotaguard.cli import main
+from quotaguard.simulate.preemption import PRESETS, SAMPLE_PRESET, Preemption
 
 ROOT = Path(__file__).parents[2]
 POLICY = str(ROOT / "config" / "policy.yaml")
@@ -37,6 +39,9 @@ def test_the_sample_trace_prints_both_arms_side_by_side_and_a_verdict(day_run):
     for tenant in ("inference", "training", "notebooks"):
         assert re.search(rf"^{tenant}\s+\S+% → \S+%", text, re.MULTILINE), tenant
     assert "Dynamic quotas" in text or "GPU utilisation is about the same" in text
+    # the sample ClusterQueues reclaim: the verdict weighs dynamic quotas against a pool
+    assert any(line.startswith("preempted") for line in text.splitlines())
+    assert "what dynamic quotas add over a static pool is" in " ".join(text.split())
 
 
 def test_the_html_report_is_self_contained_with_charts(day_run):
@@ -54,8 +59,52 @@ def test_json_output_has_both_arms(capsys):
     trace = ROOT / "tests" / "simulate" / "small.yaml"
     assert main(["simulate", "--policy", POLICY, "--trace", str(trace), "--output", "json"]) == 0
     document = json.loads(capsys.readouterr().out)
-    assert set(document) == {"static", "dynamic"}
+    assert {"static", "dynamic"} <= set(document)
     assert document["static"]["denied"] == document["dynamic"]["denied"] == 1
+    for arm in ("static", "dynamic"):
+        assert isinstance(document[arm]["preempted"], int)
+        assert isinstance(document[arm]["gpuHoursLost"], float | int)
+
+
+def sample_cluster_queue_preemption() -> list[Preemption]:
+    """spec.preemption of every ClusterQueue in the Kueue samples, as the model reads it."""
+    path = ROOT / "config" / "samples" / "kueue" / "clusterqueues.yaml"
+    found = []
+    for document in yaml.safe_load_all(path.read_text()):
+        if document and document.get("kind") == "ClusterQueue":
+            spec = document["spec"].get("preemption", {})
+            borrow = spec.get("borrowWithinCohort", {})
+            found.append(
+                Preemption(
+                    reclaim_within_cohort=spec.get("reclaimWithinCohort", "Never"),
+                    within_cluster_queue=spec.get("withinClusterQueue", "Never"),
+                    borrow_within_cohort=borrow.get("policy", "Never"),
+                    max_priority_threshold=borrow.get("maxPriorityThreshold"),
+                )
+            )
+    return found
+
+
+def test_by_default_every_arm_preempts_as_the_sample_cluster_queues_declare(capsys):
+    declared = sample_cluster_queue_preemption()
+    assert declared and all(found == PRESETS[SAMPLE_PRESET] for found in declared)
+    trace = str(ROOT / "tests" / "simulate" / "small.yaml")
+    assert main(["simulate", "--policy", POLICY, "--trace", trace, "--output", "json"]) == 0
+    document = json.loads(capsys.readouterr().out)
+    assert document["preemption"] == {
+        "setting": SAMPLE_PRESET,
+        "reclaimWithinCohort": declared[0].reclaim_within_cohort,
+        "withinClusterQueue": declared[0].within_cluster_queue,
+        "borrowWithinCohort": declared[0].borrow_within_cohort,
+    }
+
+
+def test_the_header_says_which_preemption_every_arm_ran_with(capsys):
+    trace = str(ROOT / "tests" / "simulate" / "small.yaml")
+    assert main(["simulate", "--policy", POLICY, "--trace", trace, "--preemption", "never"]) == 0
+    header = capsys.readouterr().out.split("\n\n")[0]
+    assert "preemption, in every arm: never" in header
+    assert "the sample ClusterQueues declare reclaimWithinCohort Any" in header
 
 
 def test_a_bad_trace_exits_2_with_located_errors(tmp_path, capsys):

@@ -10,6 +10,7 @@ import pytest
 from quotaguard.policy.loader import load_policy_file
 from quotaguard.policy.model import TenantPolicy
 from quotaguard.simulate.metrics import jain, percentile
+from quotaguard.simulate.preemption import PRESETS
 from quotaguard.simulate.report import format_span, result_json, verdict
 from quotaguard.simulate.simulation import Simulation, simulate
 from quotaguard.simulate.trace import load_trace_text
@@ -48,8 +49,10 @@ def policy() -> TenantPolicy:
     return load_policy_file(SAMPLE_POLICY)
 
 
-def run(policy: TenantPolicy, workloads: str, *, horizon: str = "6h", **options) -> Simulation:
-    text = f"horizon: {horizon}\n{NODES}workloads:\n{textwrap.indent(workloads, '  ')}"
+def run(
+    policy: TenantPolicy, workloads: str, *, horizon: str = "6h", nodes: str = NODES, **options
+) -> Simulation:
+    text = f"horizon: {horizon}\n{nodes}workloads:\n{textwrap.indent(workloads, '  ')}"
     return simulate(policy, load_trace_text(text, "t.yaml"), **options)
 
 
@@ -124,14 +127,16 @@ def test_workloads_bigger_than_their_queue_can_ever_hold_are_left_out_of_waits(p
 
 def test_the_json_has_the_fields_of_the_command_line_contract(policy):
     document = result_json(run(policy, BURST))
-    assert set(document) == {"static", "dynamic"}
-    for arm in document.values():
+    assert set(document) == {"static", "dynamic", "reference", "preemption"}
+    for arm in (document["static"], document["dynamic"], document["reference"]):
         assert {"utilization", "meanWait", "p95Wait", "jainFairness", "denied", "tenants"} <= set(
             arm
         )
         assert set(arm["tenants"]) == {"inference", "notebooks", "training"}
+        assert {"preempted", "gpuHoursLost"} <= set(arm)
         for tenant in arm["tenants"].values():
             assert {"utilization", "meanWait", "p95Wait", "denied"} <= set(tenant)
+            assert {"preempted", "gpuHoursLost"} <= set(tenant)
         assert 0 <= arm["utilization"] <= 1
         assert 0 < arm["jainFairness"] <= 1
 
@@ -177,3 +182,88 @@ def test_the_verdict_names_a_max_that_keeps_work_waiting_beside_idle_gpus(policy
     assert capped.seconds == 2 * 3600
     assert capped.idle_units == 60 - 48  # distributable: 95% of 64, rounded down
     assert "training had h100 work waiting for 2h00m while at its max of 48" in verdict(result)
+
+
+INFERENCE_36GI = (
+    "{metadata: {annotations: {quotaguard.dev/gpu-memory: 36Gi}}, "
+    "spec: {containers: [{name: main, resources: {limits: {nvidia.com/gpu: '1'}}}]}}"
+)
+TRAINING_32GI = (
+    "{metadata: {annotations: {quotaguard.dev/gpu-memory: 32Gi}}, "
+    "spec: {containers: [{name: main, resources: {limits: {nvidia.com/gpu: '1'}}}]}}"
+)
+# training borrows all four 3g.40gb slices (it is guaranteed none; inference is guaranteed
+# four, which the static arm lends while unused); an hour later inference wants two back.
+RECLAIM_SLICES = f"""\
+- {{at: 0, duration: 2h, namespace: training, count: 4, pod: {TRAINING_32GI}}}
+- {{at: 1h, duration: 30m, namespace: inference, count: 2, pod: {INFERENCE_36GI}}}
+"""
+SLICE_GPUS = 3 / 7  # a 3g.40gb slice in whole-GPU equivalents
+# a second MIG node: 8 slices in all, so training's slices fit beside inference's guarantee
+TWO_MIG_NODES = (
+    NODES + '  - {name: mig-2, allocatable: {nvidia.com/mig-1g.10gb: "14", '
+    'nvidia.com/mig-3g.40gb: "4"}}\n'
+)
+
+
+def test_reclaim_evicts_borrowed_work_which_restarts_from_the_beginning(policy):
+    result = run(policy, RECLAIM_SLICES, nodes=TWO_MIG_NODES, preemption=PRESETS["reclaim"])
+    training = result.static.tenants["training"]
+    inference = result.static.tenants["inference"]
+    assert inference.mean_wait == 0  # its guarantee came back at once
+    assert training.preempted == 2
+    assert training.lost_gpu_seconds == pytest.approx(2 * SLICE_GPUS * 3600)  # 1h each
+    # the two evicted jobs run again once inference is done (1h30), for their full 2h
+    assert training.mean_wait == pytest.approx((0 + 0 + 5400 + 5400) / 4)
+    assert training.served == pytest.approx(1.0)
+    assert training.gpu_seconds == pytest.approx(SLICE_GPUS * (4 * 7200 + 2 * 3600))
+    document = result_json(result)
+    assert document["static"]["preempted"] == 2
+    assert document["static"]["gpuHoursLost"] == pytest.approx(2 * SLICE_GPUS, abs=0.01)
+    assert document["static"]["tenants"]["training"]["preempted"] == 2
+    assert document["static"]["tenants"]["inference"]["preempted"] == 0
+    assert "evicted 2 workloads" in verdict(result)
+
+
+def test_with_preemption_never_the_owner_waits_and_nothing_is_lost(policy):
+    result = run(policy, RECLAIM_SLICES, nodes=TWO_MIG_NODES, preemption=PRESETS["never"])
+    for metrics in (result.static, result.dynamic):
+        assert metrics.overall.preempted == 0
+        assert metrics.overall.lost_gpu_seconds == 0
+    assert result.static.tenants["inference"].mean_wait == pytest.approx(3600)  # until 2h
+    assert "Preemption is off" in verdict(result)
+
+
+def test_both_arms_and_the_reference_share_the_preemption_setting(policy):
+    result = run(policy, RECLAIM_SLICES, nodes=TWO_MIG_NODES, preemption=PRESETS["never"])
+    assert result.setup.preemption == PRESETS["never"]
+    document = result_json(result)
+    assert document["preemption"]["setting"] == "never"
+    assert document["reference"]["baseline"] == "pool"
+    assert document["reference"]["preempted"] == 0
+
+
+def test_a_higher_priority_workload_evicts_lower_priority_work_of_its_own_queue(policy):
+    # The sample ClusterQueues' withinClusterQueue: LowerPriority. Static training holds its
+    # guarantee of 16 H100s with two low-priority jobs; an urgent one takes the newer's place.
+    trace = f"""\
+- {{at: 0, duration: 2h, namespace: training, count: 2, every: 60, pod: {TRAINING_8}}}
+- {{at: 10m, duration: 1h, namespace: training, priority: 100, pod: {TRAINING_8}}}
+"""
+    result = run(policy, trace, horizon="4h", preemption=PRESETS["reclaim"])
+    training = result.static.tenants["training"]
+    assert training.preempted == 1
+    assert training.lost_gpu_seconds == pytest.approx(8 * (600 - 60))  # the one from 60s
+    assert result.runs["static"].admitted_at[2] == 600  # the urgent job, at once
+    assert result.runs["static"].admitted_at[1] == 600 + 3600  # evicted, back after it
+    unchanged = run(policy, trace, horizon="4h", preemption=PRESETS["never"])
+    assert unchanged.runs["static"].admitted_at[2] == 7200
+
+
+def test_runs_with_preemption_are_deterministic(policy):
+    first = run(policy, RECLAIM_SLICES + BURST, nodes=TWO_MIG_NODES, preemption=PRESETS["reclaim"])
+    again = run(policy, RECLAIM_SLICES + BURST, nodes=TWO_MIG_NODES, preemption=PRESETS["reclaim"])
+    assert first.static.overall.preempted > 0
+    assert result_json(first) == result_json(again)
+    assert first.runs["static"].admitted_at == again.runs["static"].admitted_at
+    assert first.runs["dynamic"].lost == again.runs["dynamic"].lost

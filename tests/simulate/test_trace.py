@@ -42,6 +42,18 @@ def test_a_trace_is_read_with_durations_counts_and_nodes():
     assert trace.size == 4
 
 
+def test_a_workload_priority_defaults_to_zero_and_must_be_an_int32():
+    trace = load_trace_text(GOOD.replace("count: 3\n", "count: 3\n    priority: -7\n"), "t.yaml")
+    assert [w.priority for w in trace.workloads] == [-7, 0]
+    for bad, shown in (("high", "'high'"), ("2147483648", "2147483648"), ("1.5", "1.5")):
+        text = GOOD.replace("count: 3\n", f"count: 3\n    priority: {bad}\n")
+        with pytest.raises(TraceInvalid) as caught:
+            load_trace_text(text, "b.yaml")
+        assert caught.value.problems == [
+            f"b.yaml:12:15: workloads[0].priority: must be a whole number (int32), not {shown}"
+        ]
+
+
 def test_without_a_horizon_the_span_ends_when_the_last_arrival_could_finish():
     trace = load_trace_text(GOOD.replace("horizon: 2h\n", ""), "t.yaml")
     assert trace.end == 180 + 3600
