@@ -321,6 +321,32 @@ def build_kwok(layout: Layout, *, force: bool) -> None:
     layout.write_stamp("kwok", key)
 
 
+def build_kueue(layout: Layout, *, force: bool) -> list[str]:
+    """Optional: Kueue's controller, for the e2e tests that watch it admit workloads under
+    quotaguard's quotas. A failure is returned (and those tests skip), never raised."""
+    out = layout.binary("kueue")
+    key = stamp_key(KUEUE_VERSION, go_version())
+    if not force and layout.stamp_ok("kueue", key, out):
+        return []
+    env = go_env()
+    env["GOBIN"] = str(layout.bin)
+    layout.bin.mkdir(parents=True, exist_ok=True)
+    argv = ["go", "install", "-p", GO_BUILD_PARALLELISM, "-trimpath", "-ldflags", "-s -w"]
+    target = f"sigs.k8s.io/kueue/cmd/kueue@{KUEUE_VERSION}"
+    try:
+        run_logged([*argv, target], cwd=layout.root, log=layout.logs / "build-kueue.log", env=env)
+    except BuildError as err:
+        return [f"kueue controller {KUEUE_VERSION}: {err}"]
+    layout.write_stamp("kueue", key)
+    return []
+
+
+def kueue_binary(layout: Layout | None = None) -> Path | None:
+    """The optional Kueue controller binary, when it was built."""
+    found = (layout or Layout(cache_dir())).binary("kueue")
+    return found if found.exists() else None
+
+
 def concatenate_yaml(files: Iterable[Path]) -> str:
     docs = [f.read_text().strip() for f in files]
     return "\n---\n".join(d.removeprefix("---").strip() for d in docs if d) + "\n"
@@ -428,6 +454,7 @@ def ensure_toolchain(*, force: bool = False, log: bool = True) -> Toolchain:
     step("etcd", lambda: build_etcd(layout, force=force))
     step("kwok", lambda: build_kwok(layout, force=force))
     step("kubernetes", lambda: build_kubernetes(layout, commands=K8S_COMMANDS, force=force))
+    step("kueue (optional)", lambda: failed.extend(build_kueue(layout, force=force)))
     record = {
         "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "go": go_version(),

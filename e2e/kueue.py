@@ -614,3 +614,66 @@ def history_problems(
                     f"distributable {distributable[class_name]}"
                 )
     return problems
+
+
+# --------------------------------------------------------------------------------------------
+# Kueue's own controller (optional: built by `python -m e2e.build` when the module proxy allows)
+
+KUEUE_METRICS_CERTS = Path("/etc/kueue/metrics/certs")  # fixed in Kueue's main without cert mgmt
+
+
+def kueue_configuration(health_port: int, webhook_port: int, cert_dir: Path) -> dict[str, Any]:
+    """Kueue's manager Configuration for a process outside the cluster: no leader election,
+    no internal certificates, metrics off, only the batch/job integration."""
+    return {
+        "apiVersion": "config.kueue.x-k8s.io/v1beta2",
+        "kind": "Configuration",
+        "namespace": "kueue-system",
+        "health": {"healthProbeBindAddress": f"127.0.0.1:{health_port}"},
+        "metrics": {"bindAddress": "0"},
+        "webhook": {"port": webhook_port, "host": "127.0.0.1", "certDir": str(cert_dir)},
+        "leaderElection": {"leaderElect": False},
+        "internalCertManagement": {"enable": False},
+        "integrations": {"frameworks": ["batch/job"]},
+    }
+
+
+def start_kueue(cluster: Cluster, binary: Path) -> Process:
+    """Run Kueue's controller against `cluster`; wait until it is ready. Its webhooks are not
+    registered with the API server: the tests create Workloads directly."""
+    cert_dir = cluster.workdir / "kueue-certs"
+    cert_dir.mkdir(parents=True, exist_ok=True)
+    serving = cluster.serving_cert("kueue-webhook")
+    (cert_dir / "tls.crt").write_bytes(serving.cert_file.read_bytes())
+    (cert_dir / "tls.key").write_bytes(serving.key_file.read_bytes())
+    KUEUE_METRICS_CERTS.mkdir(parents=True, exist_ok=True)
+    for name in ("tls.crt", "tls.key"):
+        if not (KUEUE_METRICS_CERTS / name).exists():
+            (KUEUE_METRICS_CERTS / name).write_bytes((cert_dir / name).read_bytes())
+    health_port = free_port()
+    config = write_document(
+        cluster.workdir / "kueue-config.yaml",
+        kueue_configuration(health_port, free_port(), cert_dir),
+    )
+    cluster.create_namespace("kueue-system")
+    process = cluster.start_process(
+        "kueue",
+        [
+            str(binary),
+            f"--config={config}",
+            f"--kubeconfig={cluster.kubeconfig}",
+            "--feature-gates=VisibilityOnDemand=false",
+        ],
+    )
+
+    def ready() -> bool:
+        process.check_alive()
+        return http_ok(f"http://127.0.0.1:{health_port}/readyz")
+
+    wait_until(ready, timeout=60, what="Kueue controller /readyz")
+    return process
+
+
+def workload_conditions(cluster: Cluster, name: str, namespace: str) -> dict[str, str]:
+    found = cluster.get("workloads.kueue.x-k8s.io", name, namespace=namespace)
+    return {c["type"]: c["status"] for c in (found.get("status") or {}).get("conditions") or []}
