@@ -6,7 +6,8 @@ The trace is the sample day (config/traces/day.yaml) repeated over consecutive d
 load and its contention are realistic; five days give about 10,000 workloads. Printed: wall and
 CPU seconds of each step (best of --repeat), and ratios against baselines measured in the same
 run: admission with the verdict cache against admission without it, each arm against the
-admission pass, the whole simulation against the target.
+admission pass, the whole simulation against the target, with the default preemption (the
+sample ClusterQueues' reclaim) and without it.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from bench.machine import machine, write_result
 from quotaguard.policy.loader import load_policy_file
 from quotaguard.simulate.arrivals import AdmissionCache, arrivals, verdict_of
 from quotaguard.simulate.engine import run_arm, setup
+from quotaguard.simulate.preemption import PRESETS
 from quotaguard.simulate.simulation import simulate
 from quotaguard.simulate.trace import Trace, load_trace
 
@@ -149,6 +151,17 @@ def main() -> int:
             f"{total_cpu / TARGET_SECONDS:.0%} of the {TARGET_SECONDS:.0f} CPU-second target",
         )
     )
+    never = PRESETS["never"]
+    wall, cpu, _ = timed(lambda: simulate(policy, trace, preemption=never), args.repeat)
+    never_cpu = cpu
+    rows.append(
+        (
+            "simulate(), --preemption never",
+            wall,
+            cpu,
+            f"preemption costs {total_cpu / cpu:.2f}x",
+        )
+    )
     width = max(len(row[0]) for row in rows)
     print(f"quotaguard simulate benchmark: {trace.size:,} workloads over {args.days} days, "
           f"best of {args.repeat}")  # fmt: skip
@@ -158,7 +171,10 @@ def main() -> int:
     static, dynamic = result.static.overall, result.dynamic.overall
     print(
         f"result: utilisation {static.utilization:.1%} -> {dynamic.utilization:.1%}, "
-        f"p95 wait {static.p95_wait / 60:.0f}m -> {dynamic.p95_wait / 60:.0f}m"
+        f"p95 wait {static.p95_wait / 60:.0f}m -> {dynamic.p95_wait / 60:.0f}m, "
+        f"preempted {static.preempted} -> {dynamic.preempted} "
+        f"({static.lost_gpu_seconds / 3600:.1f} -> {dynamic.lost_gpu_seconds / 3600:.1f} "
+        "GPU-hours lost)"
     )
     write_result(
         "simulate",
@@ -170,7 +186,13 @@ def main() -> int:
                 for name, w, c, note in rows
             ],
             "simulate_cpu_s": round(total_cpu, 3),
+            "simulate_without_preemption_cpu_s": round(never_cpu, 3),
             "admission_cpu_s": round(admission_cpu, 3),
+            "preempted": {"static": static.preempted, "dynamic": dynamic.preempted},
+            "gpu_hours_lost": {
+                "static": round(static.lost_gpu_seconds / 3600, 2),
+                "dynamic": round(dynamic.lost_gpu_seconds / 3600, 2),
+            },
         },
     )
     print(f"machine {machine()}")
