@@ -474,16 +474,12 @@ class ControllerProcess:
             return None
 
     def leader(self) -> bool | None:
-        """What it says about leadership in /metrics (None when it does not answer)."""
-        try:
-            with urllib.request.urlopen(f"{self.url}/metrics", timeout=2) as response:
-                text = response.read().decode()
-        except OSError:
+        """Whether it says it may write now (`controller.leader` of its report, the same test
+        its writes pass); None while it has no report or does not answer."""
+        report = self.report()
+        if report is None:
             return None
-        for line in text.splitlines():
-            if line.startswith("quotaguard_controller_leader "):
-                return float(line.split()[1]) == 1.0
-        return False
+        return bool(report["controller"]["leader"])
 
 
 def serve_controller(
