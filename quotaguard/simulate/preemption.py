@@ -104,14 +104,21 @@ def victim_key(preemptor_queue: str, workload: QueuedWorkload) -> tuple[bool, in
     return (workload.queue == preemptor_queue, workload.priority, -admitted, -workload.id)
 
 
+def _earlier(workload: QueuedWorkload, now: float) -> bool:
+    return workload.admitted_at is not None and workload.admitted_at < now
+
+
 def _holds(workload: QueuedWorkload, classes: frozenset[str]) -> bool:
     return any(name in classes for name, _ in workload.request)
 
 
 def candidates(
-    cohort: Cohort, workload: QueuedWorkload, lacking: frozenset[str]
+    cohort: Cohort, workload: QueuedWorkload, lacking: frozenset[str], now: float
 ) -> list[QueuedWorkload]:
-    """The workloads the preempting queue's policy lets `workload` evict, in Kueue's order."""
+    """The workloads the preempting queue's policy lets `workload` evict, in Kueue's order.
+
+    A workload admitted at `now` itself is not one: each workload is evicted at most once an
+    instant, so a round of preemptions always ends."""
     policy = cohort.preemption(workload.queue)
     found: list[QueuedWorkload] = []
     priority = workload.priority
@@ -120,7 +127,7 @@ def candidates(
         newer_too = within == "LowerOrNewerEqualPriority"
         mine = (workload.arrival, workload.id)
         for other in cohort.running(workload.queue):
-            if other.priority > priority:
+            if not _earlier(other, now) or other.priority > priority:
                 continue
             if other.priority == priority and not (newer_too and mine < (other.arrival, other.id)):
                 continue
@@ -132,6 +139,8 @@ def candidates(
             if name == workload.queue or not cohort.borrowing(name, lacking):
                 continue
             for other in cohort.running(name):
+                if not _earlier(other, now):
+                    continue
                 if reclaim == "LowerPriority" and other.priority >= priority:
                     continue
                 if _holds(other, lacking):
@@ -193,12 +202,12 @@ def _minimal(
 
 
 def targets(
-    cohort: Cohort, workload: QueuedWorkload, lacking: frozenset[str]
+    cohort: Cohort, workload: QueuedWorkload, lacking: frozenset[str], now: float
 ) -> list[QueuedWorkload]:
     """The workloads to evict so that `workload` fits, or none when no allowed set suffices.
 
     `lacking`: the classes of its request it does not fit in now (quota or free units)."""
-    found = candidates(cohort, workload, lacking)
+    found = candidates(cohort, workload, lacking, now)
     if not found:
         return []
     same = [other for other in found if other.queue == workload.queue]

@@ -23,13 +23,15 @@ What it follows (Kueue "Cluster Queue", "Preemption" and fair sharing documentat
   resource is what the queue uses above nominal over what the cohort can lend of it; the
   dominant share is the largest over resources.
 * **Preemption.** Per queue, as its ClusterQueue's `spec.preemption` says (`preemption.py`
-  chooses the victims the way Kueue's classic preemption does). Only when no pending workload
-  fits does a pending one try to preempt, in the same order as admission. Victims leave and
-  the preemptor is admitted at the same instant (Kueue waits for the victims' pods to end
-  first). An evicted workload goes back to its queue at the place its arrival gives it (Kueue
-  keeps the creation timestamp) and, once admitted again, runs from the start. Without
-  preemption, lowering a quota below usage evicts nothing (as in Kueue): the queue admits
-  nothing more until usage drains.
+  chooses the victims the way Kueue's classic preemption does). A pending workload tries to
+  preempt, in the same order as admission, when nothing fits without borrowing: one that
+  would stay within its nominal quota goes before one that fits only by borrowing. Victims
+  leave and the preemptor is admitted at the same instant (Kueue waits for the victims' pods
+  to end first); a workload admitted at that very instant is not a victim. An evicted
+  workload goes back to its queue at the place its arrival gives it (Kueue keeps the creation
+  timestamp) and, once admitted again, runs from the start. Without preemption, lowering a
+  quota below usage evicts nothing (as in Kueue): the queue admits nothing more until usage
+  drains.
 """
 
 from __future__ import annotations
@@ -322,8 +324,12 @@ class QueueModel:
                 key = (borrowing, share, -candidate.priority, candidate.arrival, candidate.id)
                 if chosen_key is None or key < chosen_key:
                     chosen, chosen_key = candidate, key
-            if chosen is None and self._preempting:
-                chosen = self._preempt(now)
+            if self._preempting and (chosen_key is None or chosen_key[0]):
+                # a workload that fits only by borrowing waits behind one that can reclaim
+                # its own nominal quota, as Kueue's scheduler orders them
+                preemptor = self._preempt(now, within_nominal=chosen is not None)
+                if preemptor is not None:
+                    chosen = preemptor
             if chosen is None:
                 break
             self._take(chosen, now)
@@ -361,9 +367,9 @@ class QueueModel:
                 return False
         return True
 
-    def _preempt(self, now: float) -> QueuedWorkload | None:
-        """The first pending workload, in admission order, that preemption makes fit; its
-        victims are evicted."""
+    def _preempt(self, now: float, *, within_nominal: bool = False) -> QueuedWorkload | None:
+        """The first pending workload, in admission order, that preemption makes fit (with
+        `within_nominal`, only one that would not borrow); its victims are evicted."""
         # class -> queues using more than their nominal quota of it: the only places a
         # reclaim can take from (a cheap test before the search for victims)
         borrowers: dict[str, list[str]] = {}
@@ -393,14 +399,16 @@ class QueueModel:
                 ranked_below = within != "Never" and lowest is not None and lowest < head.priority
                 if reclaimable or ranked_below:
                     attempts.append(head)
-        attempts.sort(
-            key=lambda w: (self.borrows(w.queue, w.request), -w.priority, w.arrival, w.id)
+        ranked = sorted(
+            ((self.borrows(w.queue, w.request), -w.priority, w.arrival, w.id), w) for w in attempts
         )
-        for workload in attempts:
+        for (borrows, *_), workload in ranked:
+            if within_nominal and borrows:
+                break
             lacking = self._lacking(workload)
             if not lacking or not self._may_preempt(workload, lacking):
                 continue
-            victims = targets(self, workload, lacking)
+            victims = targets(self, workload, lacking, now)
             if victims:
                 for victim in victims:
                     self._evict(victim, now, workload)

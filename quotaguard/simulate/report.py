@@ -385,6 +385,11 @@ def preemption_sentences(simulation: Simulation) -> list[str]:
         + "."
         + explain
     )
+    if any("wait" in said for said in gains + costs):
+        sentences.append(
+            "Waiting times of one trace move by chance as much as by policy: replay a few "
+            "days before acting on a difference in waits alone."
+        )
     return sentences
 
 

@@ -168,7 +168,7 @@ def test_victims_are_ordered_as_kueue_orders_them():
     b_low_old = cluster.run("b", 1, at=2, priority=0)
     b_low_new = cluster.run("b", 1, at=3, priority=0)
     preemptor = QueuedWorkload(99, "a", ((GPU, 1),), 5.0, priority=0)
-    order = candidates(cluster.model, preemptor, frozenset({GPU}))
+    order = candidates(cluster.model, preemptor, frozenset({GPU}), now=5)
     assert order == [b_low_new, b_low_old, b_high_new, own_low]
 
 
@@ -306,3 +306,20 @@ def test_preemption_only_takes_from_borrowers_and_never_with_never(
         assert sorted(w.id for w in running) == sorted(
             w.id for c in configs for w in target.running(c.name)
         )
+
+
+def test_a_reclaiming_workload_goes_before_one_that_fits_only_by_borrowing():
+    # The cohort lends 4 (a's nominal 2 and a pool of 2); c borrows 3 of it. At t=10, c's
+    # newer 1-unit workload would fit by borrowing the last unit; a's 2-unit one needs a
+    # reclaim. As Kueue orders heads, the one within its nominal quota goes first: one of
+    # c's evicted, a admitted, and c's newcomer waits (admitting it first would have cost two
+    # evictions).
+    queues = (queue("a", 2), queue("c", 0))
+    target = QueueModel(CohortConfig(queues, {GPU: "nvidia.com/gpu"}, {GPU: 2}), {GPU: 10})
+    cluster = Cluster(target)
+    borrowed = [cluster.run("c", 1, at=step) for step in range(3)]
+    borrower = cluster.submit("c", 1, at=5)
+    reclaimer = cluster.submit("a", 2, at=9)
+    assert target.admit(10) == [reclaimer]
+    assert cluster.evicted() == [borrowed[2]]
+    assert borrower.admitted_at is None
