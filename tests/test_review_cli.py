@@ -91,6 +91,11 @@ def test_several_documents_are_reviewed_one_by_one(tmp_path, capsys):
         ("", "no object to review"),
         ("- 1\n- 2\n", "is not an object"),
         ('{"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview"}', "no request"),
+        (
+            POD.replace("{limits: {nvidia.com/gpu: 1}}", "{limits: [1]}"),
+            "Pod/nb: invalid object: request.object.spec.containers[0].resources.limits must be "
+            "a map, not a list",
+        ),
     ],
 )
 def test_unusable_input_exits_2_with_one_line(tmp_path, capsys, text, fragment):

@@ -10,7 +10,7 @@ import base64
 import json
 import uuid
 from collections.abc import Mapping
-from typing import Any, Literal, Required, TypedDict, cast
+from typing import Any, ClassVar, Literal, Required, TypedDict, cast
 
 from quotaguard.admission.decision import Decision
 
@@ -79,6 +79,9 @@ class AdmissionReview(TypedDict, total=False):
 
 class BadReview(ValueError):
     """The request is not an AdmissionReview that can be answered (HTTP 400, not a denial)."""
+
+    # What the error is, ahead of its message in the webhook's 400 and in `quotaguard review`.
+    problem: ClassVar[str] = "not an AdmissionReview"
 
 
 def decode_review(body: object) -> AdmissionRequest:

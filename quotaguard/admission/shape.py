@@ -37,6 +37,8 @@ class ShapeError(BadReview):
     """A field has a type the API server could not have decoded. `path` names it, e.g.
     `request.object.spec.containers[0].resources` or `request.object.metadata.labels[app]`."""
 
+    problem = "invalid object"
+
     def __init__(self, where: Where, expected: str, value: object) -> None:
         self.path = field_path(where)
         super().__init__(f"{self.path} must be {expected}, not {_described(value)}")

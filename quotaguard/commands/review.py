@@ -58,7 +58,7 @@ def run(args: argparse.Namespace) -> int:
         try:
             response, patched = review_offline(policy, body)
         except BadReview as exc:
-            print(f"{name}: {what}: not an AdmissionReview: {exc}", file=sys.stderr)
+            print(f"{name}: {what}: {exc.problem}: {exc}", file=sys.stderr)
             return 2
         answer = response["response"]
         if not answer["allowed"]:

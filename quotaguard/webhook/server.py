@@ -131,7 +131,7 @@ def answer(
         response = review(policy, document, operation_path=operation)
         payload = _encode(response)
     except BadReview as exc:
-        return 400, _error(f"not an AdmissionReview: {_short(exc)}"), "", "bad_request"
+        return 400, _error(f"{exc.problem}: {_short(exc)}"), "", "bad_request"
     except Exception:
         uid = _uid(document)
         log.exception("admission engine failed", extra={"uid": uid, "operation": operation})

@@ -100,6 +100,11 @@ def test_object_without_gpus_is_allowed_unchanged(client: Client) -> None:
             ).encode(),
             "uid",
         ),
+        (
+            review_body({**gpu_pod(), "spec": {"containers": [{"resources": {"limits": []}}]}}),
+            "invalid object: request.object.spec.containers[0].resources.limits must be a map, "
+            "not a list",
+        ),
     ],
 )
 def test_malformed_request_is_a_400_with_json_error(
