@@ -41,9 +41,15 @@ def decide(
         return ALLOWED
     namespace = request_namespace(request)
     operation = request.get("operation", "CREATE")
-    if operation_path == "mutate":
-        return mutate(policy, obj, namespace, operation=operation)
     old = request.get("oldObject")
+    if operation_path == "mutate":
+        return mutate(
+            policy,
+            obj,
+            namespace,
+            operation=operation,
+            old_object=old if isinstance(old, dict) else None,
+        )
     return validate(
         policy,
         obj,

@@ -25,6 +25,8 @@ from quotaguard.admission.names import (
     VOLCANO_SCHEDULER,
 )
 from quotaguard.admission.patch import PatchBuilder
+from quotaguard.admission.restore import restore
+from quotaguard.admission.swap import swap_resource, whole_gpus
 from quotaguard.admission.workload import (
     GpuContainer,
     TemplateView,
@@ -35,7 +37,7 @@ from quotaguard.admission.workload import (
 )
 from quotaguard.podspec import PLAIN_GPU, workload_kind
 from quotaguard.policy.model import BEST_FIT, GpuClass, RewriteCondition, Tenant, TenantPolicy
-from quotaguard.quantity import QuantityError, format_bytes, parse_gpu_count, parse_quantity
+from quotaguard.quantity import QuantityError, format_bytes, parse_quantity
 
 
 class _Choice(NamedTuple):
@@ -60,8 +62,15 @@ def mutate(
     namespace: str,
     *,
     operation: str = "CREATE",
+    old_object: Mapping[str, Any] | None = None,
 ) -> Decision:
-    if operation != "CREATE" or policy.exempt(namespace):
+    """CREATE decides; UPDATE puts back what CREATE decided when the update undid it (see
+    `restore`); other operations are left alone."""
+    if policy.exempt(namespace):
+        return ALLOWED
+    if operation == "UPDATE":
+        return restore(policy, obj, namespace, old_object)
+    if operation != "CREATE":
         return ALLOWED
     tenant = policy.tenant_of(namespace)
     if tenant is None:
@@ -109,7 +118,7 @@ def _rewrite(
         if len(resources) != 1:
             continue  # two classes in one container: validation denies it
         resource = resources[0]
-        count = _whole_gpus(container, resource)
+        count = whole_gpus(container, resource)
         if resource != PLAIN_GPU or not enabled or count is None:
             found = resolve_class(policy, tenant, resource, view.node_selector)
             if found is not None:
@@ -123,7 +132,7 @@ def _rewrite(
             continue
         placement[container.pointer] = chosen
         if chosen.resource != PLAIN_GPU:
-            change = _swap_resource(container, count, chosen.resource, state.patch)
+            change = swap_resource(container, count, chosen.resource, state.patch)
             changes.append(change)
             state.warnings.append(f"{change} (tenant {tenant.name}, {choice.reason})")
     return placement, changes
@@ -150,16 +159,6 @@ def _memory_bytes(value: str) -> int | None:
     except QuantityError:
         return None
     return math.ceil(memory) if memory > 0 else None
-
-
-def _whole_gpus(container: GpuContainer, resource: str) -> int | None:
-    """The count to carry over, when limits and requests agree on a positive whole number."""
-    count = parse_gpu_count(container.limits.get(resource))
-    if not count:
-        return None
-    if resource in container.requests and parse_gpu_count(container.requests[resource]) != count:
-        return None
-    return count
 
 
 def _choose(
@@ -225,18 +224,6 @@ def _best_fit(policy: TenantPolicy, tenant: Tenant, memory: int | None) -> GpuCl
         c for c in policy.spec.gpu_classes if c.mig and tenant.allows(c.name) and c.memory >= memory
     ]
     return min(fitting, key=lambda c: (c.slices, c.memory), default=None)
-
-
-def _swap_resource(container: GpuContainer, count: int, resource: str, patch: PatchBuilder) -> str:
-    amount = str(count)
-    limits = f"{container.pointer}/resources/limits"
-    requests = f"{container.pointer}/resources/requests"
-    patch.remove(limits, PLAIN_GPU)
-    patch.set(limits, resource, amount)
-    if PLAIN_GPU in container.requests:
-        patch.remove(requests, PLAIN_GPU)
-    patch.set(requests, resource, amount)
-    return f"{container.label}: {PLAIN_GPU}={count} -> {resource}={count}"
 
 
 def _place(

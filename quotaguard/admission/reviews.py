@@ -163,8 +163,10 @@ def make_review(
     operation: str = "CREATE",
     uid: str | None = None,
     dry_run: bool = False,
+    old_object: Mapping[str, Any] | None = None,
 ) -> AdmissionReview:
-    """The AdmissionReview the API server would send for `obj` (for review, test, simulate).
+    """The AdmissionReview the API server would send for `obj` (for review, test, simulate);
+    `old_object` is the stored object an UPDATE replaces.
 
     A manifest without apiVersion and kind is taken as a Pod, as in simulator traces.
     """
@@ -181,7 +183,7 @@ def make_review(
         "namespace": namespace,
         "operation": operation,
         "object": dict(obj),
-        "oldObject": None,
+        "oldObject": None if old_object is None else dict(old_object),
         "dryRun": dry_run,
     }
     if isinstance(name, str):

@@ -1,0 +1,172 @@
+"""Mutation on UPDATE: put back what CREATE decided when an update undoes it.
+
+`kubectl apply` of an unchanged manifest merges it into the stored object. For Pods and Jobs
+(strategic merge, client- or server-side) that adds `nvidia.com/gpu: N` back next to the class
+CREATE chose; for JobSets and Volcano Jobs (custom resources, whose lists are replaced whole)
+a template comes back as written: plain `nvidia.com/gpu`, without the stamps CREATE added. The
+API server runs mutating admission before it checks that a running Job's template or a Pod's
+spec did not change, so putting CREATE's class back here makes re-applying a no-op instead of a
+"field is immutable" error, and keeps a suspended Job's template (what Kueue accounts) on its
+class.
+
+Nothing is decided anew. The class is the one the old object holds, so a policy changed since
+CREATE does not move a workload to another class mid-life; a container the old object kept on
+a whole GPU stays as it is. Queue and provenance stamps are put back only where the old object
+had them and the update dropped them, never changed (Kueue lets a suspended Job move queues;
+validation judges that). Nothing is denied: Kueue's unsuspend and controllers' label updates
+come through here, and a denial would block them whatever the failurePolicy.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from quotaguard.admission.decision import ALLOWED, Decision
+from quotaguard.admission.names import (
+    DEFAULT_SCHEDULER,
+    KUEUE_QUEUE_LABEL,
+    REWRITTEN_ANNOTATION,
+    TENANT_ANNOTATION,
+    VOLCANO_QUEUE_ANNOTATION,
+    VOLCANO_SCHEDULER,
+)
+from quotaguard.admission.patch import PatchBuilder
+from quotaguard.admission.swap import swap_resource, whole_gpus
+from quotaguard.admission.workload import (
+    GpuContainer,
+    TemplateView,
+    as_map,
+    has_gpus,
+    owned_by_workload,
+    template_views,
+)
+from quotaguard.podspec import PLAIN_GPU, workload_kind
+from quotaguard.policy.model import TenantPolicy
+
+# What CREATE writes into metadata, by where it writes it.
+_OBJECT_LABELS = (KUEUE_QUEUE_LABEL,)
+_STAMPED_ANNOTATIONS = (TENANT_ANNOTATION, REWRITTEN_ANNOTATION, VOLCANO_QUEUE_ANNOTATION)
+_UNSET_SCHEDULERS = (None, "", DEFAULT_SCHEDULER)
+
+
+def restore(
+    policy: TenantPolicy,
+    obj: Mapping[str, Any],
+    namespace: str,
+    old_object: Mapping[str, Any] | None,
+) -> Decision:
+    """The patch that puts CREATE's classes and stamps back into an updated object (none for
+    an object the update left as CREATE made it). `old_object` is the stored object; without
+    it (an offline review) a class already next to `nvidia.com/gpu` is the one kept."""
+    tenant = policy.tenant_of(namespace)
+    if tenant is None:
+        return ALLOWED
+    views = template_views(obj, policy.gpu_resources)
+    # A pod of a Job keeps what its template had; its spec cannot change anyway.
+    if not has_gpus(views) or owned_by_workload(obj):
+        return ALLOWED
+    old_views: dict[str, TemplateView] = {}
+    if old_object is not None:
+        found = template_views(old_object, policy.gpu_resources, "request.oldObject")
+        old_views = {_template_key(view): view for view in found}
+    patch = PatchBuilder(obj)
+    changes: list[str] = []
+    for view in views:
+        old_view = old_views.get(_template_key(view))
+        old_containers = {(c.init, c.label): c for c in old_view.gpu_containers} if old_view else {}
+        for container in view.gpu_containers:
+            old_container = old_containers.get((container.init, container.label))
+            kept = _kept_class(container, old_container)
+            count = whole_gpus(container, PLAIN_GPU) if kept else None
+            if kept and count:
+                changes.append(swap_resource(container, count, kept, patch))
+        if old_view is not None:
+            _restore_template_stamps(view, old_view, patch)
+    if old_object is not None:
+        _restore_object_stamps(obj, old_object, patch)
+    audit = {"tenant": tenant.name}
+    if changes:
+        audit["restored"] = "; ".join(changes)
+    warnings = tuple(
+        f"{change} (tenant {tenant.name}: the class it was created with)" for change in changes
+    )
+    return Decision(allowed=True, patch=tuple(patch.ops()), warnings=warnings, audit=audit)
+
+
+def _template_key(view: TemplateView) -> str:
+    """A template's identity across an update: its task or replicated job name (custom
+    resources' lists may come back reordered), else where it is."""
+    return view.name or view.template.spec_pointer
+
+
+def _kept_class(container: GpuContainer, old: GpuContainer | None) -> str | None:
+    """The class to put `nvidia.com/gpu` back into, or None to leave the container alone."""
+    resources = container.resources
+    if PLAIN_GPU not in resources:
+        return None
+    if old is not None:
+        if PLAIN_GPU in old.resources:
+            return None  # CREATE kept the whole GPU (or never saw it): not decided here
+        classes = old.resources
+    else:
+        classes = [resource for resource in resources if resource != PLAIN_GPU]
+    if len(classes) != 1 or not set(resources) <= {PLAIN_GPU, classes[0]}:
+        return None  # two classes: nothing CREATE would have made
+    return classes[0]
+
+
+def _restore_template_stamps(
+    view: TemplateView, old_view: TemplateView, patch: PatchBuilder
+) -> None:
+    template = view.template
+    if template.metadata_pointer != "/metadata":  # a Pod's metadata is the object's
+        _restore_keys(
+            f"{template.metadata_pointer}/annotations",
+            as_map(template.metadata.get("annotations")),
+            as_map(old_view.template.metadata.get("annotations")),
+            _STAMPED_ANNOTATIONS,
+            patch,
+        )
+    _restore_scheduler(template.spec_pointer, view.spec, old_view.spec, patch)
+
+
+def _restore_object_stamps(
+    obj: Mapping[str, Any], old_object: Mapping[str, Any], patch: PatchBuilder
+) -> None:
+    metadata = as_map(obj.get("metadata"))
+    old_metadata = as_map(old_object.get("metadata"))
+    for field, keys in (("labels", _OBJECT_LABELS), ("annotations", _STAMPED_ANNOTATIONS)):
+        _restore_keys(
+            f"/metadata/{field}",
+            as_map(metadata.get(field)),
+            as_map(old_metadata.get(field)),
+            keys,
+            patch,
+        )
+    if workload_kind(obj) == "VolcanoJob":
+        spec, old_spec = as_map(obj.get("spec")), as_map(old_object.get("spec"))
+        _restore_keys("/spec", spec, old_spec, ("queue",), patch)
+        _restore_scheduler("/spec", spec, old_spec, patch)
+
+
+def _restore_keys(
+    pointer: str,
+    values: Mapping[str, Any],
+    old_values: Mapping[str, Any],
+    keys: tuple[str, ...],
+    patch: PatchBuilder,
+) -> None:
+    for key in keys:
+        old = old_values.get(key)
+        if isinstance(old, str) and old and not values.get(key):
+            patch.set(pointer, key, old)
+
+
+def _restore_scheduler(
+    pointer: str, spec: Mapping[str, Any], old_spec: Mapping[str, Any], patch: PatchBuilder
+) -> None:
+    """The scheduler CREATE set, where the update fell back to the default."""
+    unset = spec.get("schedulerName") in _UNSET_SCHEDULERS
+    if unset and old_spec.get("schedulerName") == VOLCANO_SCHEDULER:
+        patch.set(pointer, "schedulerName", VOLCANO_SCHEDULER)
