@@ -311,7 +311,17 @@ def main() -> int:
         "load_generator": turns["mutate"]["bare"][0]["tool"],
         "in_process_cpu_us": local,
     }
-    ok = True
+    failed = [
+        f"/{path} {name}: {run['errors']} errors"
+        for runs in (turns, rounds)
+        for path, by_server in runs.items()
+        for name, results in by_server.items()
+        for run in results
+        if run["errors"]
+    ]
+    for line in failed:
+        print(f"  NOT 200: {line}")
+    ok = not failed
     print(
         f"\n{'':14s} {'quotaguard':>11s} {'bare':>11s} {'ratio':>7s} "
         f"{'bare+json':>11s} {'ratio':>7s}"
