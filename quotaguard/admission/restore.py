@@ -11,10 +11,11 @@ class.
 
 Nothing is decided anew. The class is the one the old object holds, so a policy changed since
 CREATE does not move a workload to another class mid-life; a container the old object kept on
-a whole GPU stays as it is. Queue and provenance stamps are put back only where the old object
-had them and the update dropped them, never changed (Kueue lets a suspended Job move queues;
-validation judges that). Nothing is denied: Kueue's unsuspend and controllers' label updates
-come through here, and a denial would block them whatever the failurePolicy.
+a whole GPU stays as it is. The classes' nodeSelector keys and the queue and provenance stamps
+are put back only where the old object had them and the update dropped them, never changed
+(Kueue lets a suspended Job move queues; validation judges that). Nothing is denied: Kueue's
+unsuspend and controllers' label updates come through here, and a denial would block them
+whatever the failurePolicy.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from quotaguard.admission.classes import resolve_class
 from quotaguard.admission.decision import ALLOWED, Decision
 from quotaguard.admission.names import (
     DEFAULT_SCHEDULER,
@@ -42,7 +44,7 @@ from quotaguard.admission.workload import (
     template_views,
 )
 from quotaguard.podspec import PLAIN_GPU, workload_kind
-from quotaguard.policy.model import TenantPolicy
+from quotaguard.policy.model import Tenant, TenantPolicy
 
 # What CREATE writes into metadata, by where it writes it.
 _OBJECT_LABELS = (KUEUE_QUEUE_LABEL,)
@@ -82,6 +84,7 @@ def restore(
             if kept and count:
                 changes.append(swap_resource(container, count, kept, patch))
         if old_view is not None:
+            _restore_placement(policy, tenant, view, old_view, patch)
             _restore_template_stamps(view, old_view, patch)
     if old_object is not None:
         _restore_object_stamps(obj, old_object, patch)
@@ -114,6 +117,25 @@ def _kept_class(container: GpuContainer, old: GpuContainer | None) -> str | None
     if len(classes) != 1 or not set(resources) <= {PLAIN_GPU, classes[0]}:
         return None  # two classes: nothing CREATE would have made
     return classes[0]
+
+
+def _restore_placement(
+    policy: TenantPolicy,
+    tenant: Tenant,
+    view: TemplateView,
+    old_view: TemplateView,
+    patch: PatchBuilder,
+) -> None:
+    """The nodeSelector keys of the old template's classes that the update dropped (a custom
+    resource's template replaced by the manifest's); a key the update sets is left as it is."""
+    old_selector = old_view.node_selector
+    selector = view.node_selector
+    for container in old_view.gpu_containers:
+        for resource in container.resources:
+            gpu_class = resolve_class(policy, tenant, resource, old_selector)
+            for key, value in gpu_class.node_selector.items() if gpu_class else ():
+                if old_selector.get(key) == value and key not in selector:
+                    patch.set(f"{view.template.spec_pointer}/nodeSelector", key, value)
 
 
 def _restore_template_stamps(

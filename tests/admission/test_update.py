@@ -270,6 +270,25 @@ def test_reordered_replicated_jobs_keep_their_own_classes(policy):
     )
 
 
+def test_a_replaced_template_gets_its_class_placement_back_but_a_set_key_is_kept(policy):
+    manifest = jobset(("workers", template(gpu(8))))
+    stored = created(policy, manifest, "training")  # h100: whole GPUs, placed on H100 nodes
+    placed = stored["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]
+    assert placed["nodeSelector"] == {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"}
+    merged = copy.deepcopy(stored)
+    merged["spec"]["replicatedJobs"] = copy.deepcopy(manifest["spec"]["replicatedJobs"])
+
+    _, result = updated(policy, merged, "training", stored)
+    assert result == stored
+
+    elsewhere = copy.deepcopy(merged)
+    pod_spec = elsewhere["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]
+    pod_spec["nodeSelector"] = {"nvidia.com/gpu.product": "NVIDIA-A100-SXM4-80GB"}
+    _, result = updated(policy, elsewhere, "training", stored)
+    kept = result["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]
+    assert kept["nodeSelector"] == {"nvidia.com/gpu.product": "NVIDIA-A100-SXM4-80GB"}
+
+
 # --- Queues: put back, never changed -----------------------------------------------------------
 
 
