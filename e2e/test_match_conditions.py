@@ -1,6 +1,8 @@
 """The webhooks' matchConditions: only objects that ask for an nvidia.com/ resource are sent to
 quotaguard, for each kind's pod-spec location, and odd objects are "not sent" rather than an
-evaluation error (which failurePolicy Fail would turn into a rejected request).
+evaluation error (which failurePolicy Fail would turn into a rejected request). Pods are sent
+on UPDATE only when a container holds a plain nvidia.com/gpu next to another nvidia.com/
+resource, as re-applying a rewritten Pod's manifest leaves it.
 
 The expressions are compiled and evaluated by the API server's own CEL compiler
 (k8s.io/apiserver, built from e2e/celcheck with the machine's Go and the module proxy; it
@@ -25,22 +27,51 @@ CELCHECK = Path(__file__).resolve().parent / "celcheck"
 BUILD_TIMEOUT = 600  # a cold Go build cache compiles k8s.io/apiserver's CEL packages
 
 
-def expressions() -> dict[str, str]:
-    found: dict[str, str] = {}
+REQUESTS_NVIDIA = "requests-nvidia-resources"
+PLAIN_GPU_NEXT_TO_ANOTHER = "plain-gpu-next-to-another-nvidia-resource"
+POD_UPDATES = "pods-update.mutate.quotaguard.dev"
+
+
+def conditions() -> dict[str, tuple[str, str]]:
+    """Webhook name -> (condition name, expression)."""
+    found: dict[str, tuple[str, str]] = {}
     for path in sorted(WEBHOOK.glob("*webhookconfiguration.yaml")):
         for doc in load_yaml(path):
             for hook in doc["webhooks"]:
                 (condition,) = hook["matchConditions"]
-                assert condition["name"] == "requests-nvidia-resources"
-                found[hook["name"]] = condition["expression"]
+                found[hook["name"]] = (condition["name"], condition["expression"])
     return found
 
 
+def expressions() -> dict[str, str]:
+    return {name: expression for name, (_, expression) in conditions().items()}
+
+
 def kind_of(webhook_name: str) -> str:
-    return webhook_name.split(".", 1)[0]
+    return webhook_name.split(".", 1)[0].removesuffix("-update")
 
 
 GPU = {"name": "main", "image": "x", "resources": {"limits": {"nvidia.com/gpu": "1"}}}
+# A rewritten container after `kubectl apply` of its manifest again: the plain GPU is back.
+REAPPLIED = {
+    "name": "main",
+    "image": "x",
+    "resources": {
+        "limits": {"nvidia.com/mig-3g.40gb": "1", "nvidia.com/gpu": "1"},
+        "requests": {"nvidia.com/mig-3g.40gb": "1", "nvidia.com/gpu": "1"},
+    },
+}
+GPU_AND_CPU = {
+    "name": "main",
+    "image": "x",
+    "resources": {"limits": {"nvidia.com/gpu": "1", "cpu": "1"}},
+}
+# The plain GPU and the class in different sections: not what a merge produces.
+SPLIT = {
+    "name": "main",
+    "image": "x",
+    "resources": {"limits": {"nvidia.com/gpu": "1"}, "requests": {"nvidia.com/mig-1g.10gb": "1"}},
+}
 MIG = {"name": "main", "image": "x", "resources": {"requests": {"nvidia.com/mig-1g.10gb": "1"}}}
 SHARED = {"name": "main", "image": "x", "resources": {"limits": {"nvidia.com/gpu.shared": "1"}}}
 CPU = {"name": "main", "image": "x", "resources": {"limits": {"cpu": "1"}}}
@@ -75,9 +106,15 @@ def vcjob(*pods: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-# object name -> (kind it is, whether quotaguard must see it)
+# object name -> (kind it is, the object, whether quotaguard must see it); Pods sent on UPDATE
+# too are in REAPPLIED_PODS.
 OBJECTS: dict[str, tuple[str, dict[str, Any], bool]] = {
     "pod-gpu": ("pods", {"spec": spec(GPU)}, True),
+    "pod-reapplied": ("pods", {"spec": spec(CPU, REAPPLIED)}, True),
+    "pod-reapplied-init": ("pods", {"spec": spec(BARE, init=(REAPPLIED,))}, True),
+    "pod-gpu-and-cpu": ("pods", {"spec": spec(GPU_AND_CPU)}, True),
+    "pod-gpu-and-class-apart": ("pods", {"spec": spec(SPLIT)}, True),
+    "pod-gpu-and-class-in-two-containers": ("pods", {"spec": spec(GPU, MIG)}, True),
     "pod-mig-request": ("pods", {"spec": spec(MIG)}, True),
     "pod-shared": ("pods", {"spec": spec(CPU, SHARED)}, True),
     "pod-gpu-in-init": ("pods", {"spec": spec(BARE, init=(GPU,))}, True),
@@ -91,6 +128,7 @@ OBJECTS: dict[str, tuple[str, dict[str, Any], bool]] = {
     ),
     "pod-no-spec": ("pods", {"metadata": {"name": "x"}}, False),
     "job-gpu": ("jobs", job(spec(GPU)), True),
+    "job-reapplied": ("jobs", job(spec(REAPPLIED)), True),
     "job-cpu": ("jobs", job(spec(CPU)), False),
     "job-no-template": ("jobs", {"spec": {}}, False),
     "jobset-gpu-in-second": ("jobsets", jobset(spec(CPU), spec(GPU)), True),
@@ -107,11 +145,16 @@ OBJECTS: dict[str, tuple[str, dict[str, Any], bool]] = {
 }
 
 
-def test_one_condition_per_kind_and_the_same_for_mutate_and_validate() -> None:
-    found = expressions()
-    assert len(found) == 8
+REAPPLIED_PODS = {"pod-reapplied", "pod-reapplied-init"}
+
+
+def test_one_condition_per_kind_and_the_same_for_mutate_validate_and_updates() -> None:
+    found = conditions()
+    assert len(found) == 15
+    assert found.pop(POD_UPDATES)[0] == PLAIN_GPU_NEXT_TO_ANOTHER
     by_kind: dict[str, set[str]] = {}
-    for name, expression in found.items():
+    for name, (condition, expression) in found.items():
+        assert condition == REQUESTS_NVIDIA, name
         by_kind.setdefault(kind_of(name), set()).add(expression)
         assert "'nvidia.com/'" in expression
     assert set(by_kind) == {"pods", "jobs", "jobsets", "volcanojobs"}
@@ -193,4 +236,5 @@ def test_only_gpu_objects_of_the_webhooks_kind_are_sent(celcheck: Path) -> None:
     for webhook, result in outcome.items():
         for name, (kind, _, gpu) in OBJECTS.items():
             value = result["results"][name]
-            assert value is (gpu and kind == kind_of(webhook)), f"{webhook} on {name}: {value}"
+            sent = name in REAPPLIED_PODS if webhook == POD_UPDATES else gpu
+            assert value is (sent and kind == kind_of(webhook)), f"{webhook} on {name}: {value}"

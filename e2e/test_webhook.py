@@ -387,21 +387,130 @@ def test_kubectl_apply_creates_a_rewritten_job(webhook: Webhook, server_side: bo
     assert labels_of(stored)[QUEUE_LABEL] == "training"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="known: the webhook sees only CREATE, so applying the unchanged manifest of a "
-    "suspended Job again (Kueue keeps every Job suspended until it admits it) puts "
-    "nvidia.com/gpu back next to the class, unvalidated",
+# Re-applying a manifest: `kubectl apply` merges the manifest's `nvidia.com/gpu` back into the
+# stored object (next to the class for Pods and Jobs; custom resources get the manifest's
+# templates back whole). The UPDATE webhooks put back what CREATE decided.
+
+KEPT = "(tenant training: the class it was created with)"
+
+
+def apply(webhook: Webhook, obj: Mapping[str, Any], *mode: str) -> tuple[dict[str, Any], list[str]]:
+    """`kubectl apply` that must succeed; the object as stored and kubectl's warnings."""
+    result = webhook.cluster.kubectl("apply", *mode, "-f", "-", input=json.dumps(obj), check=False)
+    assert result.returncode == 0, result.stderr
+    meta = obj["metadata"]
+    stored = webhook.cluster.get(resource_of(obj), meta["name"], namespace=meta["namespace"])
+    return stored, kubectl_warnings(result.stderr)
+
+
+def test_applying_a_gpu_pod_again_changes_nothing_and_its_label_updates_are_not_sent(
+    webhook: Webhook,
+) -> None:
+    manifest = pod(
+        "reapplied", TRAINING, gpus(1), annotations={"quotaguard.dev/gpu-memory": "30Gi"}
+    )
+    first, _ = apply(webhook, manifest)
+    assert limits_of(first) == {MIG_3G: "1"}
+    sent = webhook.sent(kind="Pod")
+    # refused as "pod updates may not change fields other than ..." before
+    again, warnings = apply(webhook, manifest)
+    assert again["spec"] == first["spec"]
+    assert warnings == [f"main: nvidia.com/gpu=1 -> nvidia.com/mig-3g.40gb=1 {KEPT}"]
+    assert webhook.sent(kind="Pod") == sent + 1  # mutate; a Pod's update is not validated
+    # A controller's label update of a GPU pod holds no plain GPU next to its class: not sent.
+    webhook.cluster.kubectl("label", "pod", "reapplied", "-n", TRAINING, "team=vision")
+    webhook.cluster.kubectl("annotate", "pod", "reapplied", "-n", TRAINING, "seen=yes")
+    assert webhook.sent(kind="Pod") == sent + 1
+
+
+@pytest.mark.parametrize("server_side", [False, True], ids=["client-side", "server-side"])
+def test_applying_a_suspended_job_again_keeps_its_gpu_request_rewritten(
+    webhook: Webhook, server_side: bool
+) -> None:
+    job = training_job(f"reapplied-{'ssa' if server_side else 'csa'}")
+    mode = ["--server-side", "--field-manager=e2e"] if server_side else []
+    first, _ = apply(webhook, job, *mode)
+    again, warnings = apply(webhook, job, *mode)
+    template = again["spec"]["template"]
+    assert limits_of(template) == {MIG_3G: "1"}
+    assert requests_of(template) == {MIG_3G: "1"}
+    assert template == first["spec"]["template"]
+    assert warnings == [f"trainer: nvidia.com/gpu=1 -> nvidia.com/mig-3g.40gb=1 {KEPT}"]
+    # Kueue admitting it: the update goes through the UPDATE webhooks untouched.
+    webhook.cluster.kubectl(
+        "patch",
+        "job",
+        job["metadata"]["name"],
+        "-n",
+        TRAINING,
+        "--type=merge",
+        "-p",
+        '{"spec": {"suspend": false}}',
+    )
+    admitted = webhook.cluster.get("jobs.batch", job["metadata"]["name"], namespace=TRAINING)
+    assert admitted["spec"]["suspend"] is False
+    assert admitted["spec"]["template"] == template
+
+
+def test_applying_a_running_job_again_succeeds_and_changes_nothing(webhook: Webhook) -> None:
+    job = training_job("reapplied-running")
+    del job["spec"]["suspend"]  # running at once, as a Job Kueue has admitted
+    first, _ = apply(webhook, job)
+    assert first["spec"]["suspend"] is False
+    # refused as "spec.template: Invalid value: ...: field is immutable" before
+    again, _ = apply(webhook, job)
+    assert again["spec"]["template"] == first["spec"]["template"]
+    assert limits_of(again["spec"]["template"]) == {MIG_3G: "1"}
+
+
+@pytest.mark.parametrize(
+    ("sample", "changed"),
+    [
+        ("volcano-job.yaml", "worker/worker: nvidia.com/gpu=1 -> nvidia.com/mig-3g.40gb=1"),
+        ("jobset.yaml", None),  # 8 GPUs stay whole H100s; their placement is what comes back
+    ],
 )
-def test_applying_a_suspended_job_again_keeps_its_gpu_request_rewritten(webhook: Webhook) -> None:
-    job = training_job("reapplied")
-    webhook.cluster.kubectl("apply", "-f", "-", input=json.dumps(job))
-    again = webhook.cluster.kubectl("apply", "-f", "-", input=json.dumps(job), check=False)
-    stored = webhook.cluster.get("jobs.batch", "reapplied", namespace=TRAINING)
-    template = stored["spec"]["template"]
-    # Fixed means: the second apply changes nothing, or it is refused with a reason.
-    assert again.returncode != 0 or limits_of(template) == {MIG_3G: "1"}, limits_of(template)
+def test_applying_a_custom_resource_again_gets_its_rewritten_templates_back(
+    webhook: Webhook, sample: str, changed: str | None
+) -> None:
+    obj = yaml.safe_load((SAMPLE_OBJECTS / sample).read_text())
+    obj["metadata"].update(namespace=TRAINING, name="reapplied")
+    first, _ = apply(webhook, obj)
+    # A custom resource's lists are replaced whole: the templates come back as the manifest
+    # wrote them (plain GPU, no nodeSelector, no quotaguard annotations), and are restored.
+    again, warnings = apply(webhook, obj)
+    assert again["spec"] == first["spec"]
+    assert warnings == ([f"{changed} {KEPT}"] if changed else [])
+
+
+def test_moving_a_suspended_job_to_another_tenants_queue_is_refused(webhook: Webhook) -> None:
+    job = training_job("moved")
+    webhook.create(job)
+    moved = webhook.cluster.kubectl(
+        "label",
+        "job",
+        "moved",
+        "-n",
+        TRAINING,
+        f"{QUEUE_LABEL}=inference",
+        "--overwrite",
+        check=False,
+    )
+    assert moved.returncode != 0
+    assert (
+        denial(
+            "jobs-update.validate.quotaguard.dev",
+            'tenant "training": queue "inference" (label kueue.x-k8s.io/queue-name) belongs to '
+            'tenant "inference"',
+        )
+        in moved.stderr
+    ), moved.stderr
+    # A queue of no other tenant is the Job's own business (Kueue lets a suspended Job move).
+    webhook.cluster.kubectl(
+        "label", "job", "moved", "-n", TRAINING, f"{QUEUE_LABEL}=training-low", "--overwrite"
+    )
+    stored = webhook.cluster.get("jobs.batch", "moved", namespace=TRAINING)
+    assert labels_of(stored)[QUEUE_LABEL] == "training-low"
 
 
 # --------------------------------------------------------------------------------------------
