@@ -1,7 +1,8 @@
 """Mutation: rewrite GPU requests into the tenant's classes, place, queue, and say so.
 
 Pure: reads the object and the policy, returns a Decision whose patch applies to the object as
-it arrived. Mutating the result again yields no patch.
+it arrived. Mutating the result again yields no patch. This decides on CREATE; an UPDATE only
+gets back what CREATE decided (`restore`).
 """
 
 from __future__ import annotations
