@@ -45,8 +45,12 @@ def validate(
     operation: str = "CREATE",
     old_object: Mapping[str, Any] | None = None,
 ) -> Decision:
-    """Allowed, or denied with every reason. On UPDATE only a changed queue is judged (Kueue
-    lets a suspended Job move queues; nothing else that matters here can change)."""
+    """Allowed, or denied with every reason.
+
+    On UPDATE a changed queue is judged (Kueue lets a suspended Job move queues), and the GPU
+    rules run again only when the GPU requests themselves changed (a suspended Job's template
+    may be edited): an object that keeps what it was admitted with is never refused later
+    because the policy changed meanwhile."""
     if operation not in ("CREATE", "UPDATE") or policy.exempt(namespace):
         return ALLOWED
     views = template_views(obj, policy.gpu_resources)
@@ -55,11 +59,18 @@ def validate(
     tenant = policy.tenant_of(namespace)
     if operation == "UPDATE":
         refs = queue_refs(obj, views)
-        if old_object is not None:
-            old_views = template_views(old_object, policy.gpu_resources, "request.oldObject")
-            if queue_refs(old_object, old_views) == refs:
-                return ALLOWED
-        return _decision(tenant, list(_queue_isolation(policy, tenant, namespace, refs)))
+        old_views = (
+            template_views(old_object, policy.gpu_resources, "request.oldObject")
+            if old_object is not None
+            else []
+        )
+        judged: list[Denial] = []
+        if old_object is None or _gpu_requests(old_views) != _gpu_requests(views):
+            for view in views:
+                judged.extend(_template(policy, tenant, view))
+        if old_object is None or queue_refs(old_object, old_views) != refs:
+            judged.extend(_queue_isolation(policy, tenant, namespace, refs))
+        return _decision(tenant, judged)
     denials: list[Denial] = []
     if tenant is None and policy.spec.unmatched_namespaces == "deny":
         denials.append(_unmatched(policy, namespace))
@@ -67,6 +78,15 @@ def validate(
         denials.extend(_template(policy, tenant, view))
     denials.extend(_queue_isolation(policy, tenant, namespace, queue_refs(obj, views)))
     return _decision(tenant, denials)
+
+
+def _gpu_requests(views: list[TemplateView]) -> list[tuple[str, str, str]]:
+    """What the GPU containers of some templates ask for, comparable across two versions."""
+    return [
+        (container.label, repr(dict(container.limits)), repr(dict(container.requests)))
+        for view in views
+        for container in view.gpu_containers
+    ]
 
 
 def _decision(tenant: Tenant | None, denials: list[Denial]) -> Decision:

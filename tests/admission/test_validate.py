@@ -250,7 +250,7 @@ def test_rewrite_false_on_a_mig_tenant_says_what_to_do(policy):
     assert 'remove the quotaguard.dev/rewrite: "false" annotation' in decision.message
 
 
-# --- UPDATE: only a queue change is judged -----------------------------------------------------
+# --- UPDATE: a queue change, or changed GPU requests, is judged -----------------------------------
 
 
 def test_update_moving_to_another_tenants_queue_is_denied(policy):
@@ -264,6 +264,20 @@ def test_update_that_keeps_the_queue_is_allowed_even_if_now_invalid(policy):
     old = pod(gpu(9), labels={KUEUE_QUEUE_LABEL: "training"})
     new = pod(gpu(9), labels={KUEUE_QUEUE_LABEL: "training", "team": "x"})
     assert validate(policy, new, "training", operation="UPDATE", old_object=old).allowed
+
+
+def test_update_that_raises_a_suspended_jobs_gpus_is_judged_again(policy):
+    old = job(template(gpu(8)), labels={KUEUE_QUEUE_LABEL: "training"})
+    new = job(template(gpu(9)), labels={KUEUE_QUEUE_LABEL: "training"})
+    decision = validate(policy, new, "training", operation="UPDATE", old_object=old)
+    assert decision.rules == ("max-gpus-per-pod",)
+    assert "8" in decision.message
+
+
+def test_update_that_keeps_the_gpus_is_not_judged_again_after_a_policy_change(policy):
+    stored = job(template(gpu(9)), labels={KUEUE_QUEUE_LABEL: "training"})
+    unsuspended = job(template(gpu(9)), labels={KUEUE_QUEUE_LABEL: "training", "x": "y"})
+    assert validate(policy, unsuspended, "training", operation="UPDATE", old_object=stored).allowed
 
 
 def test_delete_is_allowed(policy):
