@@ -187,6 +187,19 @@ def run_logged(
         )
 
 
+def go_build_argv(verb: str, ldflags: str = "-s -w") -> list[str]:
+    """`go build` / `go install` with the flags every binary here is built with."""
+    return ["go", verb, "-p", GO_BUILD_PARALLELISM, "-trimpath", "-ldflags", ldflags]
+
+
+def go_install(layout: Layout, target: str, *, log: Path) -> None:
+    """`go install module/cmd@version` into the layout's bin directory."""
+    env = go_env()
+    env["GOBIN"] = str(layout.bin)
+    layout.bin.mkdir(parents=True, exist_ok=True)
+    run_logged([*go_build_argv("install"), target], cwd=layout.root, log=log, env=env)
+
+
 def module_dir(module: str, version: str, *, cwd: Path) -> Path:
     """Download MODULE@VERSION into the module cache and return its directory."""
     proc = subprocess.run(
@@ -246,18 +259,7 @@ def build_kubernetes(layout: Layout, *, commands: Sequence[str], force: bool) ->
     run_logged(["go", "get", *(f"{p}@{K8S_VERSION}" for p in pkgs)], cwd=moddir, log=log)
     layout.bin.mkdir(parents=True, exist_ok=True)
     run_logged(
-        [
-            "go",
-            "build",
-            "-p",
-            GO_BUILD_PARALLELISM,
-            "-trimpath",
-            "-ldflags",
-            ldflags,
-            "-o",
-            str(layout.bin) + os.sep,
-            *pkgs,
-        ],
+        [*go_build_argv("build", ldflags), "-o", str(layout.bin) + os.sep, *pkgs],
         cwd=moddir,
         log=log,
     )
@@ -276,22 +278,8 @@ def build_etcd(layout: Layout, *, force: bool) -> None:
         (moddir / "go.mod").write_text("module quotaguard.e2e/etcd\n\ngo 1.26\n")
     log = layout.logs / "build-etcd.log"
     run_logged(["go", "get", f"go.etcd.io/etcd/server/v3@{ETCD_VERSION}"], cwd=moddir, log=log)
-    run_logged(
-        [
-            "go",
-            "build",
-            "-p",
-            GO_BUILD_PARALLELISM,
-            "-trimpath",
-            "-ldflags",
-            "-s -w",
-            "-o",
-            str(out),
-            "go.etcd.io/etcd/server/v3",
-        ],
-        cwd=moddir,
-        log=log,
-    )
+    argv = [*go_build_argv("build"), "-o", str(out), "go.etcd.io/etcd/server/v3"]
+    run_logged(argv, cwd=moddir, log=log)
     layout.write_stamp("etcd", key)
 
 
@@ -300,23 +288,8 @@ def build_kwok(layout: Layout, *, force: bool) -> None:
     key = stamp_key(KWOK_VERSION, go_version())
     if not force and layout.stamp_ok("kwok", key, out):
         return
-    env = go_env()
-    env["GOBIN"] = str(layout.bin)
-    layout.bin.mkdir(parents=True, exist_ok=True)
-    run_logged(
-        [
-            "go",
-            "install",
-            "-p",
-            GO_BUILD_PARALLELISM,
-            "-trimpath",
-            "-ldflags",
-            "-s -w",
-            f"sigs.k8s.io/kwok/cmd/kwok@{KWOK_VERSION}",
-        ],
-        cwd=layout.root,
-        log=layout.logs / "build-kwok.log",
-        env=env,
+    go_install(
+        layout, f"sigs.k8s.io/kwok/cmd/kwok@{KWOK_VERSION}", log=layout.logs / "build-kwok.log"
     )
     layout.write_stamp("kwok", key)
 
@@ -328,13 +301,9 @@ def build_kueue(layout: Layout, *, force: bool) -> list[str]:
     key = stamp_key(KUEUE_VERSION, go_version())
     if not force and layout.stamp_ok("kueue", key, out):
         return []
-    env = go_env()
-    env["GOBIN"] = str(layout.bin)
-    layout.bin.mkdir(parents=True, exist_ok=True)
-    argv = ["go", "install", "-p", GO_BUILD_PARALLELISM, "-trimpath", "-ldflags", "-s -w"]
     target = f"sigs.k8s.io/kueue/cmd/kueue@{KUEUE_VERSION}"
     try:
-        run_logged([*argv, target], cwd=layout.root, log=layout.logs / "build-kueue.log", env=env)
+        go_install(layout, target, log=layout.logs / "build-kueue.log")
     except BuildError as err:
         return [f"kueue controller {KUEUE_VERSION}: {err}"]
     layout.write_stamp("kueue", key)
