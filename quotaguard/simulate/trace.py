@@ -347,31 +347,13 @@ def _syntax_problem(exc: Exception, source: str) -> str:
 
 def _with_lines(text: str) -> object:
     """The document read again, keeping the line and column of every node (slow; errors only)."""
-    from ruamel.yaml import YAML
+    from quotaguard.policy.loader import yaml_documents
 
     try:
-        return YAML(typ="rt").load(text)
+        roots = yaml_documents(text)
     except Exception:  # placing a problem must never hide it
         return None
-
-
-def _locate(root: object, path: FieldPath, *, at_key: bool) -> tuple[int, int]:
-    """Line and column (1-based) of the node at `path` (of its key with `at_key`), or of its
-    deepest existing ancestor."""
-    from ruamel.yaml.comments import CommentedMap, CommentedSeq
-
-    node, line, column = root, 0, 0
-    for index, part in enumerate(path):
-        if isinstance(node, CommentedMap) and part in node:
-            last = index == len(path) - 1
-            line, column = node.lc.key(part) if (last and at_key) else node.lc.value(part)
-            node = node[part]
-        elif isinstance(node, CommentedSeq) and isinstance(part, int) and part < len(node):
-            line, column = node.lc.item(part)
-            node = node[part]
-        else:
-            break
-    return line + 1, column + 1
+    return roots[0] if roots else None
 
 
 def load_trace_text(
@@ -385,10 +367,12 @@ def load_trace_text(
     trace, problems = parse_trace(document, source, gpu_resources=gpu_resources)
     if trace is not None:
         return trace
+    from quotaguard.policy.loader import position
+
     root = _with_lines(text)
     located = []
     for path, message, at_key in problems:
-        line, column = _locate(root, path, at_key=at_key)
+        line, column = position(root, path, at_key=at_key)
         field = format_path(path)
         located.append(f"{source}:{line}:{column}: {field + ': ' if field else ''}{message}")
     raise TraceInvalid(located)
