@@ -33,3 +33,9 @@ def api_client(
     if retries is not None:
         configuration.retries = retries
     return client.ApiClient(configuration)
+
+
+def status_code(exc: BaseException) -> int | None:
+    """The HTTP status of a failed API call (the client's ApiException), else None."""
+    status = getattr(exc, "status", None)
+    return status if isinstance(status, int) else None

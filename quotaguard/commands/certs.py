@@ -28,6 +28,7 @@ from quotaguard.certs import (
     TlsState,
     plan_certificates,
 )
+from quotaguard.kubeclient import status_code
 
 JsonObject = dict[str, Any]
 
@@ -363,11 +364,6 @@ def run_directory(
 # ---- the Kubernetes client behind ClusterPort ------------------------------------------------
 
 
-def _status(exc: BaseException) -> int | None:
-    status = getattr(exc, "status", None)
-    return status if isinstance(status, int) else None
-
-
 class KubernetesCluster:
     """ClusterPort on the official client (CoreV1Api, AdmissionregistrationV1Api)."""
 
@@ -388,7 +384,7 @@ class KubernetesCluster:
         try:
             response = call()
         except Exception as exc:
-            status = _status(exc)
+            status = status_code(exc)
             if status == 404:
                 return None
             if status == 409:

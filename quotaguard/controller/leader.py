@@ -22,6 +22,8 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
+from quotaguard.kubeclient import status_code
+
 log = logging.getLogger(__name__)
 
 JsonObject = dict[str, Any]
@@ -42,11 +44,6 @@ class LeaseStore(Protocol):
     def replace(self, lease: JsonObject) -> JsonObject: ...
 
 
-def _status(exc: BaseException) -> int | None:
-    status = getattr(exc, "status", None)
-    return status if isinstance(status, int) else None
-
-
 class KubeLeaseStore:
     """The Lease object through CoordinationV1Api, read and written as raw JSON."""
 
@@ -61,7 +58,7 @@ class KubeLeaseStore:
                 self.name, self.namespace, _preload_content=False, _request_timeout=5
             )
         except Exception as exc:
-            if _status(exc) == 404:
+            if status_code(exc) == 404:
                 return None
             raise
         lease: JsonObject = json.loads(response.data)
@@ -73,7 +70,7 @@ class KubeLeaseStore:
                 self.namespace, lease, _preload_content=False, _request_timeout=5
             )
         except Exception as exc:
-            if _status(exc) == 409:
+            if status_code(exc) == 409:
                 raise LeaseConflict(str(exc)) from exc
             raise
         created: JsonObject = json.loads(response.data)
@@ -85,7 +82,7 @@ class KubeLeaseStore:
                 self.name, self.namespace, lease, _preload_content=False, _request_timeout=5
             )
         except Exception as exc:
-            if _status(exc) == 409:
+            if status_code(exc) == 409:
                 raise LeaseConflict(str(exc)) from exc
             raise
         replaced: JsonObject = json.loads(response.data)

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from quotaguard.controller.backoff import Backoff
+from quotaguard.kubeclient import status_code
 
 log = logging.getLogger(__name__)
 
@@ -107,11 +108,6 @@ def object_key(obj: JsonObject) -> str:
     namespace = metadata.get("namespace")
     name = str(metadata.get("name", ""))
     return f"{namespace}/{name}" if namespace else name
-
-
-def _status_code(exc: BaseException) -> int | None:
-    status = getattr(exc, "status", None)
-    return status if isinstance(status, int) else None
 
 
 class Watch:
@@ -306,7 +302,7 @@ class Watch:
         try:
             return self.kind.list_call(**kwargs)
         except Exception as exc:
-            if _status_code(exc) == 410:
+            if status_code(exc) == 410:
                 raise Gone(str(exc)) from exc
             raise
 

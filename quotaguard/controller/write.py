@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from quotaguard.kubeclient import status_code
+
 log = logging.getLogger(__name__)
 
 JsonObject = dict[str, Any]
@@ -57,11 +59,6 @@ class SpecRules:
     describe: Callable[[Mapping[str, Any], Mapping[str, Any]], list[str]]
 
 
-def _status(exc: BaseException) -> int | None:
-    status = getattr(exc, "status", None)
-    return status if isinstance(status, int) else None
-
-
 def _json(response: Any) -> JsonObject:
     if isinstance(response, dict):
         return response
@@ -92,7 +89,7 @@ class QueueWriter:
                 _request_timeout=self.request_timeout,
             )
         except Exception as exc:
-            if _status(exc) == 404:
+            if status_code(exc) == 404:
                 return None
             raise
         return _json(response)
@@ -140,7 +137,7 @@ class QueueWriter:
                         _request_timeout=self.request_timeout,
                     )
                 except Exception as exc:
-                    if _status(exc) == 409:
+                    if status_code(exc) == 409:
                         log.info("queue %s changed while we wrote it; reading it again", name)
                         continue
                     raise
@@ -178,7 +175,7 @@ class QueueWriter:
                 _request_timeout=self.request_timeout,
             )
         except Exception as exc:
-            if _status(exc) == 409:
+            if status_code(exc) == 409:
                 return WriteOutcome(name, "conflict", attempts=attempt, detail="created meanwhile")
             raise
         changes = tuple(rules.describe({}, desired))
