@@ -65,28 +65,21 @@ class KubeLeaseStore:
         return lease
 
     def create(self, lease: JsonObject) -> JsonObject:
-        try:
-            response = self.api.create_namespaced_lease(
-                self.namespace, lease, _preload_content=False, _request_timeout=5
-            )
-        except Exception as exc:
-            if status_code(exc) == 409:
-                raise LeaseConflict(str(exc)) from exc
-            raise
-        created: JsonObject = json.loads(response.data)
-        return created
+        return self._write(self.api.create_namespaced_lease, self.namespace, lease)
 
     def replace(self, lease: JsonObject) -> JsonObject:
+        return self._write(self.api.replace_namespaced_lease, self.name, self.namespace, lease)
+
+    def _write(self, call: Callable[..., Any], *args: Any) -> JsonObject:
+        """A create or replace; 409 (another holder wrote the Lease first) is LeaseConflict."""
         try:
-            response = self.api.replace_namespaced_lease(
-                self.name, self.namespace, lease, _preload_content=False, _request_timeout=5
-            )
+            response = call(*args, _preload_content=False, _request_timeout=5)
         except Exception as exc:
             if status_code(exc) == 409:
                 raise LeaseConflict(str(exc)) from exc
             raise
-        replaced: JsonObject = json.loads(response.data)
-        return replaced
+        written: JsonObject = json.loads(response.data)
+        return written
 
 
 def default_identity() -> str:
