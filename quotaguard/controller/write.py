@@ -78,21 +78,25 @@ class QueueWriter:
     stats: dict[str, int] = field(default_factory=dict)
 
     def get(self, name: str) -> JsonObject | None:
-        api = self.queue_api
         try:
-            response = self.custom_api.get_cluster_custom_object(
-                api.group,
-                api.version,
-                api.plural,
-                name,
-                _preload_content=False,
-                _request_timeout=self.request_timeout,
-            )
+            response = self._call(self.custom_api.get_cluster_custom_object, name)
         except Exception as exc:
             if status_code(exc) == 404:
                 return None
             raise
         return _json(response)
+
+    def _call(self, call: Callable[..., Any], *args: Any) -> Any:
+        """One CustomObjectsApi call on this kind of queue, answered as raw JSON."""
+        api = self.queue_api
+        return call(
+            api.group,
+            api.version,
+            api.plural,
+            *args,
+            _preload_content=False,
+            _request_timeout=self.request_timeout,
+        )
 
     def write(
         self, name: str, rules: SpecRules, *, template: Mapping[str, Any] | None = None
@@ -106,7 +110,6 @@ class QueueWriter:
     def _write(
         self, name: str, rules: SpecRules, *, template: Mapping[str, Any] | None
     ) -> WriteOutcome:
-        api = self.queue_api
         attempt = 0
         try:
             while attempt < self.max_attempts:
@@ -127,15 +130,7 @@ class QueueWriter:
                 if not self.may_write():
                     return WriteOutcome(name, "not_leader", attempts=attempt)
                 try:
-                    response = self.custom_api.replace_cluster_custom_object(
-                        api.group,
-                        api.version,
-                        api.plural,
-                        name,
-                        body,
-                        _preload_content=False,
-                        _request_timeout=self.request_timeout,
-                    )
+                    response = self._call(self.custom_api.replace_cluster_custom_object, name, body)
                 except Exception as exc:
                     if status_code(exc) == 409:
                         log.info("queue %s changed while we wrote it; reading it again", name)
@@ -166,14 +161,7 @@ class QueueWriter:
             "spec": desired,
         }
         try:
-            response = self.custom_api.create_cluster_custom_object(
-                api.group,
-                api.version,
-                api.plural,
-                body,
-                _preload_content=False,
-                _request_timeout=self.request_timeout,
-            )
+            response = self._call(self.custom_api.create_cluster_custom_object, body)
         except Exception as exc:
             if status_code(exc) == 409:
                 return WriteOutcome(name, "conflict", attempts=attempt, detail="created meanwhile")
