@@ -11,7 +11,10 @@ from dataclasses import dataclass
 from html import escape
 
 WIDTH, HEIGHT = 760, 240
-LEFT, RIGHT, TOP, BOTTOM = 56, 150, 40, 30
+LEFT, RIGHT, TOP, BOTTOM = 56, 150, 40, 30  # RIGHT: the narrowest legend column
+LEGEND_CHAR_WIDTH = 6.6  # a generous average advance of the 11px legend font
+LEGEND_KEY_WIDTH = 36  # left padding, the line sample, and the gap before the label
+MAX_RIGHT = WIDTH // 2
 MAX_POINTS = 480
 PALETTE = ("#2f6fb5", "#d9822b", "#3b9c5a", "#b5404a", "#7a5cb3", "#8c6d46", "#c457a1", "#5f6b73")
 TICK_STEPS = (600, 1800, 3600, 7200, 10800, 14400, 21600, 43200, 86400, 172800, 604800)
@@ -63,10 +66,17 @@ def _number(value: float, percent: bool) -> str:
     return f"{value:.0f}" if value == int(value) or value >= 100 else f"{value:.1f}"
 
 
+def _legend_column(lines: Sequence[Line]) -> int:
+    """Width of the legend column: wide enough for the longest label, the plot takes the rest."""
+    longest = max((len(line.label) for line in lines), default=0)
+    needed = math.ceil(LEGEND_KEY_WIDTH + LEGEND_CHAR_WIDTH * longest) + 8
+    return min(max(RIGHT, needed), MAX_RIGHT)
+
+
 def _frame(
-    title: str, times: Sequence[float], top: float, *, percent: bool, y_label: str
+    title: str, times: Sequence[float], top: float, *, percent: bool, y_label: str, right: int
 ) -> tuple[list[str], float, float]:
-    plot_w, plot_h = WIDTH - LEFT - RIGHT, HEIGHT - TOP - BOTTOM
+    plot_w, plot_h = WIDTH - LEFT - right, HEIGHT - TOP - BOTTOM
     start, end = (times[0], times[-1]) if times else (0.0, 1.0)
     span = max(end - start, 1.0)
     parts = [
@@ -97,8 +107,8 @@ def _frame(
     return parts, span, start
 
 
-def _x(time: float, start: float, span: float) -> float:
-    return LEFT + (WIDTH - LEFT - RIGHT) * (time - start) / span
+def _x(time: float, start: float, span: float, right: int) -> float:
+    return LEFT + (WIDTH - LEFT - right) * (time - start) / span
 
 
 def _y(value: float, top: float) -> float:
@@ -106,11 +116,11 @@ def _y(value: float, top: float) -> float:
     return TOP + plot_h * (1 - (value / top if top > 0 else 0))
 
 
-def _legend(lines: Sequence[Line]) -> list[str]:
+def _legend(lines: Sequence[Line], right: int) -> list[str]:
     parts = []
     for index, line in enumerate(lines):
         y = TOP + 14 * index
-        x = WIDTH - RIGHT + 12
+        x = WIDTH - right + 12
         dash = ' stroke-dasharray="5 3"' if line.dashed else ""
         parts.append(
             f'<line x1="{x}" x2="{x + 18}" y1="{y}" y2="{y}" stroke="{escape(line.color)}" '
@@ -134,17 +144,19 @@ def line_chart(
     reduced = [_reduce(line.values, buckets) for line in lines]
     highest = max((max(values, default=0.0) for values in reduced), default=0.0)
     top = top if top is not None else nice_top(highest)
-    parts, span, start = _frame(title, xs, top, percent=percent, y_label=y_label)
+    right = _legend_column(lines)
+    parts, span, start = _frame(title, xs, top, percent=percent, y_label=y_label, right=right)
     for line, values in zip(lines, reduced, strict=True):
         points = " ".join(
-            f"{_x(t, start, span):.1f},{_y(v, top):.1f}" for t, v in zip(xs, values, strict=True)
+            f"{_x(t, start, span, right):.1f},{_y(v, top):.1f}"
+            for t, v in zip(xs, values, strict=True)
         )
         dash = ' stroke-dasharray="5 3"' if line.dashed else ""
         parts.append(
             f'<polyline points="{points}" fill="none" stroke="{escape(line.color)}" '
             f'stroke-width="1.6"{dash}/>'
         )
-    parts.extend(_legend(lines))
+    parts.extend(_legend(lines, right))
     parts.append("</svg>")
     return "".join(parts)
 
@@ -164,15 +176,21 @@ def stacked_chart(
     totals = [sum(column) for column in zip(*reduced, strict=True)] if reduced else [0.0] * len(xs)
     cap = _reduce(ceiling.values, buckets) if ceiling is not None else []
     top = nice_top(max([*totals, *cap, 0.0]))
-    parts, span, start = _frame(title, xs, top, percent=False, y_label=y_label)
+    dashed_ceiling = (
+        [Line(ceiling.label, (), ceiling.color, dashed=True)] if ceiling is not None else []
+    )
+    legend = [*layers, *dashed_ceiling]
+    right = _legend_column(legend)
+    parts, span, start = _frame(title, xs, top, percent=False, y_label=y_label, right=right)
     base = [0.0] * len(xs)
     for layer, values in zip(layers, reduced, strict=True):
         upper = [b + v for b, v in zip(base, values, strict=True)]
         forward = [
-            f"{_x(t, start, span):.1f},{_y(u, top):.1f}" for t, u in zip(xs, upper, strict=True)
+            f"{_x(t, start, span, right):.1f},{_y(u, top):.1f}"
+            for t, u in zip(xs, upper, strict=True)
         ]
         back = [
-            f"{_x(t, start, span):.1f},{_y(b, top):.1f}"
+            f"{_x(t, start, span, right):.1f},{_y(b, top):.1f}"
             for t, b in reversed(list(zip(xs, base, strict=True)))
         ]
         parts.append(
@@ -180,16 +198,15 @@ def stacked_chart(
             f'fill-opacity="0.75" stroke="none"/>'
         )
         base = upper
-    legend = list(layers)
     if ceiling is not None:
         points = " ".join(
-            f"{_x(t, start, span):.1f},{_y(v, top):.1f}" for t, v in zip(xs, cap, strict=True)
+            f"{_x(t, start, span, right):.1f},{_y(v, top):.1f}"
+            for t, v in zip(xs, cap, strict=True)
         )
         parts.append(
             f'<polyline points="{points}" fill="none" stroke="{escape(ceiling.color)}" '
             'stroke-width="1.4" stroke-dasharray="5 3"/>'
         )
-        legend.append(Line(ceiling.label, (), ceiling.color, dashed=True))
-    parts.extend(_legend(legend))
+    parts.extend(_legend(legend, right))
     parts.append("</svg>")
     return "".join(parts)
