@@ -18,6 +18,8 @@ API_VERSION = "admission.k8s.io/v1"
 KIND = "AdmissionReview"
 OPERATIONS = frozenset({"CREATE", "UPDATE", "DELETE", "CONNECT"})
 MAX_WARNING_LENGTH = 119  # the API server truncates warnings at 120 characters
+# Built once: `json.dumps` with any non-default argument builds a new encoder on every call.
+_COMPACT_JSON = json.JSONEncoder(separators=(",", ":"))
 
 
 class GroupVersionKind(TypedDict):
@@ -133,7 +135,7 @@ def request_namespace(request: AdmissionRequest) -> str:
 def build_response(uid: str, decision: Decision) -> AdmissionReview:
     response: AdmissionResponse = {"uid": uid, "allowed": decision.allowed}
     if decision.allowed and decision.patch:
-        patch = json.dumps(decision.patch, separators=(",", ":")).encode()
+        patch = _COMPACT_JSON.encode(decision.patch).encode()
         response["patch"] = base64.b64encode(patch).decode("ascii")
         response["patchType"] = "JSONPatch"
     if decision.warnings:

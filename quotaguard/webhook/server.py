@@ -97,18 +97,28 @@ def build_webhook_app(
 def _endpoint(
     store: PolicyStore, review: ReviewFunction, operation: Operation, in_flight: InFlight
 ) -> Handler:
+    duration = ADMISSION_DURATION.labels(operation)
+    # Label children bound once per (kind, result): `.labels()` hashes and locks on every call.
+    counters: dict[tuple[str, str], Any] = {}
+
+    def count(kind: str, result: str) -> None:
+        counter = counters.get((kind, result))
+        if counter is None:
+            counter = counters[kind, result] = ADMISSION_REQUESTS.labels(operation, kind, result)
+        counter.inc()
+
     async def handle(request: web.Request) -> web.Response:
         in_flight.enter()
         try:
             try:
                 body = await request.read()  # 413 past client_max_size, even if compressed
             except web.HTTPRequestEntityTooLarge:
-                ADMISSION_REQUESTS.labels(operation, "", "bad_request").inc()
+                count("", "bad_request")
                 raise
             started = time.perf_counter()
             status, payload, kind, result = answer(store, review, operation, body)
-            ADMISSION_DURATION.labels(operation).observe(time.perf_counter() - started)
-            ADMISSION_REQUESTS.labels(operation, kind, result).inc()
+            duration.observe(time.perf_counter() - started)
+            count(kind, result)
             return web.Response(status=status, body=payload, content_type="application/json")
         finally:
             in_flight.leave()
@@ -157,9 +167,13 @@ def internal_error_review(uid: str) -> AdmissionReview:
     }
 
 
+# Built once: `json.dumps` with any non-default argument builds a new encoder on every call.
+# ASCII output: a lone surrogate from the request (valid JSON, invalid UTF-8) is escaped.
+_COMPACT_JSON: Final = json.JSONEncoder(separators=(",", ":"))
+
+
 def _encode(document: Any) -> bytes:
-    # ASCII output: a lone surrogate from the request (valid JSON, invalid UTF-8) is escaped.
-    return json.dumps(document, separators=(",", ":")).encode()
+    return _COMPACT_JSON.encode(document).encode()
 
 
 def _error(message: str) -> bytes:
