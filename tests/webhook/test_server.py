@@ -117,6 +117,19 @@ def test_malformed_request_is_a_400_with_json_error(
     assert count("mutate", "", "bad_request") == before + 1
 
 
+def test_one_server_counts_each_answer_under_its_own_labels(client: Client) -> None:
+    labels = [
+        ("mutate", "Pod", "mutated"),
+        ("mutate", "Pod", "allowed"),
+        ("mutate", "", "bad_request"),
+    ]
+    before = [count(*label) for label in labels]
+    no_gpus = {"apiVersion": "v1", "kind": "Pod", "spec": {"containers": [{"name": "main"}]}}
+    for body in (review_body(gpu_pod()), review_body(no_gpus), b"{", review_body(gpu_pod())):
+        client.post("/mutate", body)
+    assert [count(*label) for label in labels] == [before[0] + 2, before[1] + 1, before[2] + 1]
+
+
 def test_uid_that_is_not_valid_utf8_is_echoed_escaped(client: Client) -> None:
     review = make_review(gpu_pod(), namespace="inference", uid="\ud800")
     status, answer = client.post("/mutate", json.dumps(review).encode())
