@@ -45,6 +45,7 @@ from quotaguard.simulate.queueing import (
     QueuedWorkload,
     QueueModel,
     Quota,
+    most_admissible,
 )
 from quotaguard.simulate.trace import Trace
 
@@ -79,31 +80,33 @@ class Setup:
             if name in classes
         )
 
-    def reachable(self, tenant: str, class_name: str) -> int:
-        """The most units of a class a tenant's queue could ever hold at once: its max, what
-        the cluster offers, and what is left once every other tenant's guarantee is kept."""
-        found = self.policy.tenants_by_name.get(tenant)
-        quota = quota_of(found, class_name) if found is not None else None
-        row = self.capacity.get(class_name)
-        if quota is None or row is None:
-            return 0
-        others = sum(
-            own.guaranteed
-            for other in self.policy.spec.tenants
-            if other.name != tenant and (own := quota_of(other, class_name)) is not None
-        )
-        limit = min(self.units.get(class_name, 0), max(0, row.distributable - others))
-        return limit if quota.max is None else min(limit, quota.max)
+    @cached_property
+    def _bounds(self) -> dict[ArmName, CohortConfig]:
+        return {
+            "static": static_cohort(self.policy, self.capacity, self.static_baseline),
+            "dynamic": dynamic_bounds(self.policy, self.capacity),
+        }
 
-    def never_fits(self, arrival: Arrival) -> bool:
-        """A queued workload bigger than its queue could ever admit: Kueue keeps it pending
-        for ever (and the controller counts it as demand); waiting times leave it out."""
+    def reachable(self, arm: ArmName, tenant: str, class_name: str) -> float:
+        """The most units of a class a tenant's queue could ever be admitted with in an arm:
+        what its quotas allow (`most_admissible`; for the dynamic arm, the widest quotas the
+        controller can write) and what the cluster offers."""
+        return min(
+            most_admissible(self._bounds[arm], tenant, class_name),
+            self.units.get(class_name, 0),
+        )
+
+    def never_fits(self, arrival: Arrival, arm: ArmName) -> bool:
+        """A queued workload bigger than its queue could ever be admitted with in that arm:
+        Kueue keeps it pending for ever (and the controller counts it as demand); waiting
+        times leave it out."""
         if arrival.tenant is None:
             return False
         if arrival.verdict.unknown:
             return True
         return any(
-            units > self.reachable(arrival.tenant, name) for name, units in arrival.verdict.request
+            units > self.reachable(arm, arrival.tenant, name)
+            for name, units in arrival.verdict.request
         )
 
     def queued(self, arrival: Arrival) -> bool:
@@ -185,6 +188,30 @@ def planned_cohort(
         for tenant in targets.tenants
     )
     return CohortConfig(queues, _resources(policy))
+
+
+def dynamic_bounds(policy: TenantPolicy, capacity: Mapping[str, ClassCapacity]) -> CohortConfig:
+    """The widest quotas the controller can give each queue, as one configuration: whatever
+    it plans, a queue keeps its guarantee (scaled to capacity) and never lends it, may grow to
+    its max, and the nominal quotas of a class add up to no more than its distributable
+    capacity. So a queue can hold at most its guarantee plus the distributable capacity above
+    every guarantee (here: the cohort's pool), up to its max."""
+    queues = []
+    guaranteed: dict[str, int] = {}
+    for tenant in plan(policy, capacity, {}).tenants:
+        quotas = {}
+        for row in tenant.classes:
+            guaranteed[row.class_name] = guaranteed.get(row.class_name, 0) + row.guaranteed
+            quotas[row.class_name] = Quota(
+                nominal=row.guaranteed,
+                borrowing_limit=None if row.max is None else max(0, row.max - row.guaranteed),
+                lending_limit=0,
+            )
+        queues.append(QueueConfig(tenant.name, quotas, weight=tenant.weight))
+    pool = {
+        name: max(0, row.distributable - guaranteed.get(name, 0)) for name, row in capacity.items()
+    }
+    return CohortConfig(tuple(queues), _resources(policy), pool)
 
 
 @dataclass

@@ -7,7 +7,8 @@
 * `meanWait`, `p95Wait`: seconds from arrival to admission (p95 by nearest rank); for a
   preempted workload, to its last admission (the run that counts). Workloads still waiting at
   the end count with the wait they had so far. Workloads that can never be admitted (bigger
-  than their queue could ever hold) are left out and counted in `neverFits`.
+  than their queue could ever be admitted with in that arm: `Setup.never_fits`) are left out
+  and counted in `neverFits`.
 * `jainFairness`: Jain's index (sum x)^2 / (n sum x^2) over tenants with demand, where x is the
   share of a tenant's demand served: GPU-equivalent time of useful work it ran (not thrown
   away) / GPU-equivalent time it asked for (each workload's run time, cut at the end of the
@@ -166,7 +167,7 @@ def arm_metrics(shared: Setup, run: ArmRun) -> ArmMetrics:
         key = (arrival.tenant, arrival.verdict.request, arrival.verdict.unknown)
         fits = fits_cache.get(key)
         if fits is None:
-            fits = fits_cache[key] = not shared.never_fits(arrival)
+            fits = fits_cache[key] = not shared.never_fits(arrival, run.name)
         _count(shared, run, arrival, [overall, tenants[arrival.tenant]], fits)
     shares = [(t.gpu_seconds - t.lost) / t.demand for t in tenants.values() if t.demand > 0]
     return ArmMetrics(

@@ -113,6 +113,23 @@ class Eviction:
     preemptor: QueuedWorkload
 
 
+def most_admissible(cohort: CohortConfig, queue_name: str, class_name: str) -> float:
+    """The most units of a class a queue could ever be admitted with under this configuration,
+    whatever the other queues use: no more than its nominal plus its borrowing limit, and no
+    more than its nominal plus all the cohort could lend it (the other queues' lendable
+    quota and the cohort's pool). Quota only, not the cluster."""
+    own = next((q for q in cohort.queues if q.name == queue_name), None)
+    quota = own.quotas.get(class_name) if own is not None else None
+    if quota is None:
+        return 0
+    others = sum(
+        q.quotas[class_name].lendable
+        for q in cohort.queues
+        if q.name != queue_name and class_name in q.quotas
+    )
+    return min(quota.ceiling, quota.nominal + others + cohort.pool.get(class_name, 0))
+
+
 def request_of(units: Mapping[str, int]) -> Request:
     return tuple(sorted((name, count) for name, count in units.items() if count > 0))
 

@@ -286,10 +286,12 @@ def verdict(simulation: Simulation) -> str:
             f"Workloads still waiting at the end ({_count(a.waiting)} static, "
             f"{_count(b.waiting)} dynamic) count with the wait they had so far."
         )
-    if a.never_fits:
+    if a.never_fits or b.never_fits:
         sentences.append(
-            f"{_count(a.never_fits)} workloads can never be admitted (bigger than their "
-            "queue's max or the cluster) and are left out of waiting times."
+            f"Workloads that can never be admitted ({_count(a.never_fits)} static, "
+            f"{_count(b.never_fits)} dynamic: bigger than their queue could ever be admitted "
+            "with in that arm, by its max, by what the cohort can lend it, or by the cluster) "
+            "are left out of waiting times."
         )
     return " ".join(sentences)
 

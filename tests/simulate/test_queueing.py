@@ -15,6 +15,7 @@ from quotaguard.simulate.queueing import (
     QueuedWorkload,
     QueueModel,
     Quota,
+    most_admissible,
 )
 
 GPU = "gpu"
@@ -300,3 +301,13 @@ def test_admission_never_breaks_a_limit_and_leaves_nothing_admissible(quotas, ca
         for config in configs:
             for waiting in m.pending(config.name):
                 assert not m.fits(config.name, waiting.request)
+
+
+def test_most_admissible_is_nominal_plus_what_the_cohort_could_lend_up_to_the_ceiling():
+    lends_all, lends_two = queue("a", 4), queue("b", 6, lending=2)
+    cohort = CohortConfig((queue("me", 1), lends_all, lends_two), {GPU: GPU}, {GPU: 3})
+    assert most_admissible(cohort, "me", GPU) == 1 + 4 + 2 + 3
+    capped = CohortConfig((queue("me", 1, borrowing=5), lends_all, lends_two), {GPU: GPU})
+    assert most_admissible(capped, "me", GPU) == 6
+    assert most_admissible(capped, "a", "other-class") == 0
+    assert most_admissible(capped, "nobody", GPU) == 0

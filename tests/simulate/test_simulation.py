@@ -267,3 +267,49 @@ def test_runs_with_preemption_are_deterministic(policy):
     assert result_json(first) == result_json(again)
     assert first.runs["static"].admitted_at == again.runs["static"].admitted_at
     assert first.runs["dynamic"].lost == again.runs["dynamic"].lost
+
+
+def slices_job(pods: int) -> str:
+    """A training Job of `pods` pods, one 3g.40gb slice each."""
+    spec = f"{{parallelism: {pods}, template: {TRAINING_32GI}}}"
+    job = f"{{apiVersion: batch/v1, kind: Job, spec: {spec}}}"
+    return f"- {{at: 0, duration: 1h, namespace: training, pod: {job}}}\n"
+
+
+def fits_counts(metrics) -> tuple[int, int, int]:
+    training = metrics.tenants["training"]
+    return (training.never_fits, training.admitted, training.waiting)
+
+
+def test_static_arm_admits_a_workload_that_fits_only_by_borrowing_other_queues_guarantees(policy):
+    # training: guarantee 0, max 4 slices; inference's guarantee of 4 is lent (Kueue's default)
+    # in the static arm. The pool and the controller never lend guarantees, and what is left
+    # of 7 distributable slices above inference's 4 is 3: there it can never be admitted.
+    result = run(policy, slices_job(4), nodes=TWO_MIG_NODES)
+    assert fits_counts(result.static) == (0, 1, 0)
+    assert result.static.tenants["training"].mean_wait == 0
+    assert result.runs["static"].admitted_at == {0: 0.0}
+    assert fits_counts(result.dynamic) == (1, 0, 0)
+    assert result.reference is not None and fits_counts(result.reference) == (1, 0, 0)
+    document = result_json(result)
+    assert (document["static"]["neverFits"], document["dynamic"]["neverFits"]) == (0, 1)
+    assert document["reference"]["neverFits"] == 1
+    assert "can never be admitted (0 static, 1 dynamic" in verdict(result)
+
+
+def test_a_workload_bigger_than_its_queues_max_never_fits_in_any_arm(policy):
+    result = run(policy, slices_job(5), nodes=TWO_MIG_NODES)  # max 4, 8 slices on the nodes
+    assert result.reference is not None
+    for metrics in (result.static, result.dynamic, result.reference):
+        assert fits_counts(metrics) == (1, 0, 0)
+        assert metrics.tenants["training"].mean_wait == 0
+
+
+def test_static_capacity_above_the_guarantees_is_in_no_queue_so_more_never_fits(policy):
+    # 24 H100s: training's guarantee is 16 and nobody else has H100 quota to lend it, so the
+    # static arm can never admit it; the controller and the pool can (30 distributable).
+    job = f"{{apiVersion: batch/v1, kind: Job, spec: {{parallelism: 3, template: {TRAINING_8}}}}}"
+    result = run(policy, f"- {{at: 0, duration: 1h, namespace: training, pod: {job}}}\n")
+    assert fits_counts(result.static) == (1, 0, 0)
+    assert fits_counts(result.dynamic) == (0, 1, 0)
+    assert result.reference is not None and fits_counts(result.reference) == (0, 1, 0)
