@@ -39,64 +39,22 @@ def _profiles(gpu: str, rows: list[tuple[str, int]]) -> list[MigProfile]:
     return found
 
 
+# Every seven-slice GPU offers its six profiles in the same order, with the same number of
+# instances per GPU; only their memory differs.
+_SEVEN_SLICE_INSTANCES = (7, 4, 3, 2, 1, 1)
+_SEVEN_SLICE_GPUS = {
+    "A100-40GB": ("1g.5gb", "1g.10gb", "2g.10gb", "3g.20gb", "4g.20gb", "7g.40gb"),
+    "A100-80GB": ("1g.10gb", "1g.20gb", "2g.20gb", "3g.40gb", "4g.40gb", "7g.80gb"),
+    "H100-80GB": ("1g.10gb", "1g.20gb", "2g.20gb", "3g.40gb", "4g.40gb", "7g.80gb"),
+    "H100-94GB": ("1g.12gb", "1g.24gb", "2g.24gb", "3g.47gb", "4g.47gb", "7g.94gb"),
+    "H200-141GB": ("1g.18gb", "1g.35gb", "2g.35gb", "3g.71gb", "4g.71gb", "7g.141gb"),
+}
+
 CATALOGUE: tuple[MigProfile, ...] = tuple(
-    _profiles(
-        "A100-40GB",
-        [
-            ("1g.5gb", 7),
-            ("1g.10gb", 4),
-            ("2g.10gb", 3),
-            ("3g.20gb", 2),
-            ("4g.20gb", 1),
-            ("7g.40gb", 1),
-        ],
-    )
-    + _profiles(
-        "A100-80GB",
-        [
-            ("1g.10gb", 7),
-            ("1g.20gb", 4),
-            ("2g.20gb", 3),
-            ("3g.40gb", 2),
-            ("4g.40gb", 1),
-            ("7g.80gb", 1),
-        ],
-    )
-    + _profiles(
-        "H100-80GB",
-        [
-            ("1g.10gb", 7),
-            ("1g.20gb", 4),
-            ("2g.20gb", 3),
-            ("3g.40gb", 2),
-            ("4g.40gb", 1),
-            ("7g.80gb", 1),
-        ],
-    )
-    + _profiles(
-        "H100-94GB",
-        [
-            ("1g.12gb", 7),
-            ("1g.24gb", 4),
-            ("2g.24gb", 3),
-            ("3g.47gb", 2),
-            ("4g.47gb", 1),
-            ("7g.94gb", 1),
-        ],
-    )
-    + _profiles(
-        "H200-141GB",
-        [
-            ("1g.18gb", 7),
-            ("1g.35gb", 4),
-            ("2g.35gb", 3),
-            ("3g.71gb", 2),
-            ("4g.71gb", 1),
-            ("7g.141gb", 1),
-        ],
-    )
-    + _profiles("A30-24GB", [("1g.6gb", 4), ("2g.12gb", 2), ("4g.24gb", 1)])
-)
+    profile
+    for gpu, names in _SEVEN_SLICE_GPUS.items()
+    for profile in _profiles(gpu, list(zip(names, _SEVEN_SLICE_INSTANCES, strict=True)))
+) + tuple(_profiles("A30-24GB", [("1g.6gb", 4), ("2g.12gb", 2), ("4g.24gb", 1)]))
 
 
 def matching_profiles(memory_bytes: int, slices: int) -> list[MigProfile]:
