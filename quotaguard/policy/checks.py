@@ -111,11 +111,12 @@ def _gpu_classes(classes: list[tuple[int, Mapping[str, Any]]]) -> Iterator[Probl
             )
         if isinstance(resource, str) and resource.startswith("nvidia.com/mig-"):
             yield from _mig_profile(path, gpu_class)
+    class_at = dict(classes)
     for resource, indexes in by_resource.items():
         if len(indexes) < 2:
             continue
         for index in indexes:
-            selector = _map(dict(classes)[index].get("nodeSelector"))
+            selector = _map(class_at[index].get("nodeSelector"))
             if not selector:
                 yield Problem(
                     ("spec", "gpuClasses", index, "resource"),

@@ -96,9 +96,7 @@ def _model_fields(model: type[BaseModel], alias_path: Path) -> list[str]:
             if match is None:
                 return []
             annotation = match.annotation
-        elif isinstance(part, int):
-            annotation = _element(annotation)
-        else:
+        else:  # a list index or a dict key: step into the element type
             annotation = _element(annotation)
     annotation = _unwrap(annotation)
     if isinstance(annotation, type) and issubclass(annotation, BaseModel):
