@@ -26,6 +26,7 @@ from aiohttp import web
 
 from quotaguard.admission import engine
 from quotaguard.admission.reviews import AdmissionReview, BadReview
+from quotaguard.admission.sparse import decode_review_body
 from quotaguard.observability import ADMISSION_DURATION, ADMISSION_IN_FLIGHT, ADMISSION_REQUESTS
 from quotaguard.policy.model import TenantPolicy
 from quotaguard.policystore import PolicyStore
@@ -134,7 +135,7 @@ def answer(
         return 503, _error(f"no policy loaded from {store.path} yet"), "", "error"
     policy = store.policy
     try:
-        document = json.loads(body)
+        document = decode_review_body(body)
     except (ValueError, RecursionError) as exc:
         return 400, _error(f"request body is not JSON: {_short(exc)}"), "", "bad_request"
     try:

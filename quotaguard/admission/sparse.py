@@ -1,0 +1,119 @@
+"""Decode an AdmissionReview body into only the fields admission reads.
+
+An 11 KB Pod review is mostly env vars, probes, volumes and managedFields that admission never
+looks at; building Python objects for all of it costs more than the decision. The schema below
+names what the engine reads (the review's request, the object's metadata, and for Pods, Jobs,
+JobSets and Volcano Jobs the pod templates down to container names and resources) and msgspec
+skips the rest without building it. The result is the review as plain dicts and lists, minus
+the unread fields, so the engine runs on it unchanged and its patches address the object as
+it arrived.
+
+A body the schema does not fit (a field of an unexpected type, a lone surrogate, NaN) is not
+refused here: it is decoded whole by the standard library and judged by the engine as before,
+so every error message and every decision stays the engine's own. Leaves whose type the engine
+checks itself (labels, annotations, nodeSelector, names, GPU amounts) are typed `Any` for the
+same reason. `tests/test_sparse.py` holds the contract: the same answer from either decoding.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import msgspec
+from msgspec import UNSET, Struct, UnsetType
+
+
+class _Resources(Struct, omit_defaults=True):
+    limits: Any = UNSET
+    requests: Any = UNSET
+
+
+class _Container(Struct, omit_defaults=True):  # Kubernetes names its fields in camelCase
+    name: Any = UNSET
+    resources: _Resources | UnsetType | None = UNSET
+    restartPolicy: Any = UNSET  # noqa: N815 - a sidecar's GPUs count toward the pod's
+
+
+class _Metadata(Struct, omit_defaults=True):
+    namespace: Any = UNSET
+    labels: Any = UNSET
+    annotations: Any = UNSET
+    ownerReferences: Any = UNSET  # noqa: N815
+
+
+class _PodSpec(Struct, omit_defaults=True):
+    containers: list[_Container] | UnsetType | None = UNSET
+    initContainers: list[_Container] | UnsetType | None = UNSET  # noqa: N815
+    nodeSelector: Any = UNSET  # noqa: N815
+    schedulerName: Any = UNSET  # noqa: N815
+    priorityClassName: Any = UNSET  # noqa: N815
+
+
+class _PodTemplate(Struct, omit_defaults=True):
+    metadata: _Metadata | UnsetType | None = UNSET
+    spec: _PodSpec | UnsetType | None = UNSET
+
+
+class _VolcanoTask(Struct, omit_defaults=True):
+    name: Any = UNSET
+    template: _PodTemplate | UnsetType | None = UNSET
+
+
+class _JobSpec(Struct, omit_defaults=True):
+    template: _PodTemplate | UnsetType | None = UNSET
+
+
+class _JobTemplate(Struct, omit_defaults=True):
+    spec: _JobSpec | UnsetType | None = UNSET
+
+
+class _ReplicatedJob(Struct, omit_defaults=True):
+    name: Any = UNSET
+    template: _JobTemplate | UnsetType | None = UNSET
+
+
+class _Spec(_PodSpec, omit_defaults=True):
+    """A Pod's spec and the workload fields of a Job, JobSet or Volcano Job, in one."""
+
+    template: _PodTemplate | UnsetType | None = UNSET
+    tasks: list[_VolcanoTask] | UnsetType | None = UNSET
+    replicatedJobs: list[_ReplicatedJob] | UnsetType | None = UNSET  # noqa: N815
+    queue: Any = UNSET
+
+
+class _Object(Struct, omit_defaults=True):
+    apiVersion: Any = UNSET  # noqa: N815
+    kind: Any = UNSET
+    metadata: _Metadata | UnsetType | None = UNSET
+    spec: _Spec | UnsetType | None = UNSET
+
+
+class _Request(Struct, omit_defaults=True):
+    uid: Any = UNSET
+    kind: Any = UNSET
+    name: Any = UNSET
+    namespace: Any = UNSET
+    operation: Any = UNSET
+    object: _Object | UnsetType | None = UNSET
+    oldObject: _Object | UnsetType | None = UNSET  # noqa: N815
+    dryRun: Any = UNSET  # noqa: N815
+
+
+class _Review(Struct, omit_defaults=True):
+    apiVersion: Any = UNSET  # noqa: N815
+    kind: Any = UNSET
+    request: _Request | UnsetType | None = UNSET
+
+
+_DECODER = msgspec.json.Decoder(_Review)
+_to_builtins = msgspec.to_builtins
+
+
+def decode_review_body(body: bytes) -> Any:
+    """The review in `body` with only the fields admission reads; the whole document when the
+    schema does not fit it. Raises `ValueError` (or `RecursionError`) when `body` is not JSON."""
+    try:
+        return _to_builtins(_DECODER.decode(body))
+    except msgspec.MsgspecError:
+        return json.loads(body)
