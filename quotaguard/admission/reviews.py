@@ -12,6 +12,8 @@ import uuid
 from collections.abc import Mapping
 from typing import Any, ClassVar, Literal, Required, TypedDict, cast
 
+import msgspec
+
 from quotaguard.admission.decision import Decision
 
 API_VERSION = "admission.k8s.io/v1"
@@ -19,7 +21,18 @@ KIND = "AdmissionReview"
 OPERATIONS = frozenset({"CREATE", "UPDATE", "DELETE", "CONNECT"})
 MAX_WARNING_LENGTH = 119  # the API server truncates warnings at 120 characters
 # Built once: `json.dumps` with any non-default argument builds a new encoder on every call.
-_COMPACT_JSON = json.JSONEncoder(separators=(",", ":"))
+# ASCII output: a lone surrogate (valid JSON, invalid UTF-8) is escaped.
+_COMPACT_ASCII_JSON = json.JSONEncoder(separators=(",", ":"))
+_msgspec_encode = msgspec.json.Encoder().encode
+
+
+def encode_json(document: Any) -> bytes:
+    """Compact JSON, UTF-8. msgspec writes it ~8x faster than the standard library; a string
+    that is no valid Unicode (a lone surrogate a client sent) falls back to ASCII escapes."""
+    try:
+        return _msgspec_encode(document)
+    except UnicodeEncodeError:
+        return _COMPACT_ASCII_JSON.encode(document).encode()
 
 
 class GroupVersionKind(TypedDict):
@@ -135,8 +148,7 @@ def request_namespace(request: AdmissionRequest) -> str:
 def build_response(uid: str, decision: Decision) -> AdmissionReview:
     response: AdmissionResponse = {"uid": uid, "allowed": decision.allowed}
     if decision.allowed and decision.patch:
-        patch = _COMPACT_JSON.encode(decision.patch).encode()
-        response["patch"] = base64.b64encode(patch).decode("ascii")
+        response["patch"] = base64.b64encode(encode_json(decision.patch)).decode("ascii")
         response["patchType"] = "JSONPatch"
     if decision.warnings:
         response["warnings"] = [_warning(text) for text in decision.warnings]

@@ -16,16 +16,15 @@ The engine decides; this module only adapts. Three kinds of failure, three answe
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import time
 from collections.abc import Awaitable, Callable
-from typing import Any, Final, Literal, Protocol
+from typing import Any, ClassVar, Final, Literal, Protocol
 
 from aiohttp import web
 
 from quotaguard.admission import engine
-from quotaguard.admission.reviews import AdmissionReview, BadReview
+from quotaguard.admission.reviews import AdmissionReview, BadReview, encode_json
 from quotaguard.admission.sparse import decode_review_body
 from quotaguard.observability import ADMISSION_DURATION, ADMISSION_IN_FLIGHT, ADMISSION_REQUESTS
 from quotaguard.policy.model import TenantPolicy
@@ -56,6 +55,10 @@ class InFlight:
     reading from connections at once, so a request whose body is still arriving would be lost;
     `serve` stops listening, waits for this to reach zero, and only then closes connections."""
 
+    # Across every webhook app of the process; the gauge reads it when scraped, so that a
+    # request does not pay for two locked gauge updates.
+    total: ClassVar[int] = 0
+
     def __init__(self) -> None:
         self.count = 0
         self._idle = asyncio.Event()
@@ -63,12 +66,12 @@ class InFlight:
 
     def enter(self) -> None:
         self.count += 1
+        InFlight.total += 1
         self._idle.clear()
-        ADMISSION_IN_FLIGHT.inc()
 
     def leave(self) -> None:
         self.count -= 1
-        ADMISSION_IN_FLIGHT.dec()
+        InFlight.total -= 1
         if self.count == 0:
             self._idle.set()
 
@@ -82,6 +85,7 @@ class InFlight:
 
 
 IN_FLIGHT_KEY: Final = web.AppKey("quotaguard.in_flight", InFlight)
+ADMISSION_IN_FLIGHT.set_function(lambda: InFlight.total)
 
 
 def build_webhook_app(
@@ -168,13 +172,7 @@ def internal_error_review(uid: str) -> AdmissionReview:
     }
 
 
-# Built once: `json.dumps` with any non-default argument builds a new encoder on every call.
-# ASCII output: a lone surrogate from the request (valid JSON, invalid UTF-8) is escaped.
-_COMPACT_JSON: Final = json.JSONEncoder(separators=(",", ":"))
-
-
-def _encode(document: Any) -> bytes:
-    return _COMPACT_JSON.encode(document).encode()
+_encode: Final = encode_json
 
 
 def _error(message: str) -> bytes:
