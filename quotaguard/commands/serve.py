@@ -74,7 +74,13 @@ def run(args: argparse.Namespace) -> int:
 
     from quotaguard.observability import configure_logging
     from quotaguard.policy.problems import PolicyInvalid
-    from quotaguard.serving import EXIT_USAGE, ServeOptions, StartupError, serve
+    from quotaguard.serving import (
+        EXIT_USAGE,
+        ServeOptions,
+        StartupError,
+        resolve_components,
+        serve,
+    )
 
     configure_logging(args.log_level)
     components = tuple(name.strip() for name in args.components.split(",") if name.strip())
@@ -93,9 +99,22 @@ def run(args: argparse.Namespace) -> int:
         shutdown_timeout=args.shutdown_timeout,
     )
     try:
+        resolve_components(components)  # imported now, so that the freeze below covers them
+        _freeze_startup_heap()
         return asyncio.run(serve(options))
     except StartupError as exc:
         print(f"quotaguard serve: {exc}", file=sys.stderr)
     except PolicyInvalid as exc:
         print(exc, file=sys.stderr)  # one FILE:LINE:COLUMN line per problem
     return EXIT_USAGE
+
+
+def _freeze_startup_heap() -> None:
+    """Move what start-up imported (~100,000 objects: the kubernetes client, pydantic, aiohttp)
+    out of the garbage collector's sight. Requests create reference cycles (aiohttp's tasks and
+    futures), so the collector must stay on, but its older generations no longer walk the
+    modules on every pass: about 5% more webhook throughput (bench/README.md)."""
+    import gc
+
+    gc.collect()
+    gc.freeze()
