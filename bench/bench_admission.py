@@ -9,6 +9,8 @@ encode (JSON (de)serialisation of the HTTP body is the server's and is not count
 the test fixture (4 KB of JSON: one init container, one GPU container) and the 11 KB Pod of
 bench/realistic_pod.py (init, native sidecar, GPU container, exporter). The baseline, measured
 in the same run, is `json.loads` of the same request body: the least a webhook does with it.
+Also measured: decoding that body as the webhook does (only the fields admission reads,
+`quotaguard.admission.sparse`), and body in -> response bytes out (decode, decide, encode).
 Results go to bench/results/admission.json.
 """
 
@@ -29,6 +31,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench.machine import machine, write_result
 from bench.realistic_pod import mutate_and_validate_bodies
 from quotaguard.admission import review, review_offline
+from quotaguard.admission.reviews import encode_json
+from quotaguard.admission.sparse import decode_review_body
 from quotaguard.policy.loader import load_policy_file
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -78,6 +82,10 @@ def main() -> int:
         "mutate, 11 KB pod": lambda: review(policy, big_mutate, operation_path="mutate"),
         "validate, 11 KB pod": lambda: review(policy, big_validate, operation_path="validate"),
         "offline (mutate+patch+validate)": lambda: review_offline(policy, body),
+        "decode only, 11 KB (fields read)": lambda: decode_review_body(big_bytes),
+        "bytes to bytes: mutate, 11 KB": lambda: encode_json(
+            review(policy, decode_review_body(big_bytes), operation_path="mutate")
+        ),
     }
     baselines = {
         "fixture": rate(lambda: json.loads(fixture_bytes), args.seconds),
@@ -89,7 +97,7 @@ def main() -> int:
     for name, work in cases.items():
         per_second = rate(work, args.seconds)
         baseline = baselines["11 KB" if "11 KB" in name else "fixture"]
-        webhook = not name.startswith("offline")
+        webhook = not name.startswith(("offline", "decode only"))
         verdict = ("ok" if per_second >= TARGET else "BELOW TARGET") if webhook else ""
         failed |= webhook and per_second < TARGET
         results[name] = {
