@@ -115,5 +115,5 @@ def decode_review_body(body: bytes) -> Any:
     schema does not fit it. Raises `ValueError` (or `RecursionError`) when `body` is not JSON."""
     try:
         return _to_builtins(_DECODER.decode(body))
-    except msgspec.MsgspecError:
+    except (msgspec.MsgspecError, RecursionError):
         return json.loads(body)

@@ -213,3 +213,9 @@ def test_bodies_the_schema_does_not_fit_are_decoded_whole(body):
 def test_a_body_that_is_not_json_raises_value_error(body):
     with pytest.raises(ValueError):
         decode_review_body(body)
+
+
+def test_a_body_nested_deeper_than_python_decodes_raises_recursion_error():
+    body = b'{"request": {"object": {"metadata": {"x": %s}}}}' % (b"[" * 5000 + b"]" * 5000)
+    with pytest.raises(RecursionError):
+        decode_review_body(body)
