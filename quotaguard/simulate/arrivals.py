@@ -42,6 +42,13 @@ class Arrival:
     entry: int  # index of the trace entry it comes from
     verdict: Verdict
     priority: int = 0
+    checkpoint_every: float | None = None  # seconds; None: an evicted run starts over
+
+    def kept_of(self, ran: float) -> float:
+        """Seconds of a run of `ran` seconds that survive an eviction (its last checkpoint)."""
+        if not self.checkpoint_every:
+            return 0.0
+        return (ran // self.checkpoint_every) * self.checkpoint_every
 
 
 @dataclass
@@ -162,6 +169,7 @@ def arrivals(
                     entry=entry.index,
                     verdict=verdict,
                     priority=entry.priority,
+                    checkpoint_every=entry.checkpoint_every,
                 )
             )
     found.sort(key=lambda arrival: (arrival.at, arrival.id))

@@ -16,8 +16,8 @@ Two arms replay the same admitted arrivals against the same cluster:
   and fair-share weight, as `mode: apply` would.
 
 Both arms (and the reference) run with the same preemption setting on every queue (see
-`preemption.py`); an evicted workload is requeued and, admitted again, runs its full duration
-from the start (as a job without checkpoints restarts).
+`preemption.py`); an evicted workload is requeued and, admitted again, runs from its last
+checkpoint (`checkpointEvery` in the trace) or, without checkpoints, its full duration again.
 
 Event order at one instant: completions, then arrivals, then the controller tick, then one
 admission pass. The run stops at the trace's end; workloads still waiting then are reported
@@ -238,6 +238,9 @@ class ArmRun:
     plans: int = 0
     preempted: dict[int, int] = field(default_factory=dict)  # arrival id -> times evicted
     lost: dict[int, float] = field(default_factory=dict)  # arrival id -> GPU-seconds thrown away
+    # arrival id -> seconds of work kept from evicted runs (checkpoints): the last run is
+    # that much shorter than the workload's duration
+    kept: dict[int, float] = field(default_factory=dict)
 
 
 class _Controller:
@@ -350,6 +353,7 @@ def run_arm(shared: Setup, arm: ArmName, *, progress: Progress | None = None) ->
     admitted_at: dict[int, float] = {}
     preempted: dict[int, int] = {}
     lost: dict[int, float] = {}
+    kept: dict[int, float] = {}
     series = Series()
     # (end, id, workload, start): an entry whose start is no longer the workload's is stale
     completions: list[tuple[float, int, QueuedWorkload, float]] = []
@@ -398,13 +402,16 @@ def run_arm(shared: Setup, arm: ArmName, *, progress: Progress | None = None) ->
             gpus = by_id[victim.id].verdict.gpus
             allocated[victim.queue] -= gpus
             preempted[victim.id] = preempted.get(victim.id, 0) + 1
-            lost[victim.id] = lost.get(victim.id, 0.0) + gpus * (eviction.at - eviction.started)
+            ran = eviction.at - eviction.started
+            saved = by_id[victim.id].kept_of(ran)
+            kept[victim.id] = kept.get(victim.id, 0.0) + saved
+            lost[victim.id] = lost.get(victim.id, 0.0) + gpus * (ran - saved)
             admitted_at.pop(victim.id, None)
         for workload in admitted:
             # a workload admitted and preempted within one pass is pending again
             if workload.admitted_at == now and workload.id not in admitted_at:
                 admitted_at[workload.id] = now
-                end = now + by_id[workload.id].duration
+                end = now + by_id[workload.id].duration - kept.get(workload.id, 0.0)
                 heapq.heappush(completions, (end, workload.id, workload, now))
         if ticking:
             _sample(series, model, now, capacity_gpus, allocated)
@@ -423,4 +430,5 @@ def run_arm(shared: Setup, arm: ArmName, *, progress: Progress | None = None) ->
         plans=controller.runs if controller else 0,
         preempted=preempted,
         lost=lost,
+        kept=kept,
     )

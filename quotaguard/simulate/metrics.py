@@ -16,7 +16,8 @@
 * `denied`: workloads admission refused.
 * `preempted`: evictions by preemption (a workload evicted twice counts twice);
   `gpuHoursLost`: GPU-equivalent hours those evicted runs had done, thrown away because the
-  workload restarts from the start.
+  workload starts over (or, with `checkpointEvery`, since its last checkpoint). Work kept by a
+  checkpoint is useful work and allocated time, not lost.
 """
 
 from __future__ import annotations
@@ -128,7 +129,10 @@ def _count(shared: Setup, run: ArmRun, arrival: Arrival, tallies: list[_Tally], 
         return
     demand = verdict.gpus * min(arrival.duration, horizon - arrival.at)
     start = run.admitted_at.get(arrival.id)
-    ran = 0.0 if start is None else verdict.gpus * (min(start + arrival.duration, horizon) - start)
+    kept = run.kept.get(arrival.id, 0.0)
+    last_run = arrival.duration - kept
+    ran = 0.0 if start is None else verdict.gpus * (min(start + last_run, horizon) - start)
+    ran += verdict.gpus * kept  # earlier runs, up to their last checkpoints
     lost = run.lost.get(arrival.id, 0.0)
     preempted = run.preempted.get(arrival.id, 0)
     for tally in tallies:

@@ -135,7 +135,7 @@ def preemption_line(preemption: Preemption) -> str:
     else:
         said = (
             f"{name or 'custom'} — {preemption.describe()}; an evicted workload restarts "
-            "from the beginning"
+            "from its last checkpoint (checkpointEvery) or from the beginning"
         )
     if preemption == sample:
         return f"{said} (as the sample ClusterQueues declare)"

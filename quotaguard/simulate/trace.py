@@ -8,10 +8,14 @@ nodes:                        # or: snapshot: cluster.json (a kubectl `v1 List`,
 workloads:
   - {at: 0, duration: 3600, namespace: research, count: 4, every: 60, pod: {...}}
   - {at: 60, duration: 600, namespace: research, priority: 100, pod: {...}}
+  - {at: 0, duration: 8h, namespace: research, checkpointEvery: 30m, pod: {...}}
 ```
 
 `priority` is the workload's priority as Kueue sees it (a WorkloadPriorityClass or the pod's
 PriorityClass value; default 0): it orders a queue and decides who may preempt whom.
+`checkpointEvery` says the job saves its progress that often: evicted by preemption, it
+resumes from its last checkpoint and loses only the work since. Without it an evicted job
+starts over.
 
 Times are seconds or Go-style durations (`90s`, `2h`). Every problem of a trace is reported at
 once as FILE:LINE:COLUMN. The common case (a valid trace) is read with the fast C YAML loader;
@@ -36,7 +40,7 @@ from quotaguard.quota.cluster import Node, Pod, SnapshotError, load_snapshot
 TOP_FIELDS = frozenset({"horizon", "nodes", "snapshot", "workloads", "description", "manifests"})
 NODE_FIELDS = frozenset({"name", "allocatable", "labels", "taints", "ready", "unschedulable"})
 WORKLOAD_FIELDS = frozenset(
-    {"at", "duration", "namespace", "count", "every", "pod", "name", "priority"}
+    {"at", "duration", "namespace", "count", "every", "pod", "name", "priority", "checkpointEvery"}
 )
 PRIORITY_RANGE = (-(2**31), 2**31 - 1)  # Kueue priorities are int32
 
@@ -62,6 +66,7 @@ class TraceWorkload:
     manifest: Mapping[str, Any]
     name: str | None = None
     priority: int = 0
+    checkpoint_every: float | None = None  # seconds; None: an evicted run starts over
 
     def arrival_times(self) -> Iterator[float]:
         for copy in range(self.count):
@@ -222,6 +227,11 @@ def _workload(check: _Checker, raw: object, index: int) -> TraceWorkload | None:
     at = check.seconds(entry.get("at"), (*path, "at"), positive=False)
     duration = check.seconds(entry.get("duration"), (*path, "duration"), positive=True)
     every = check.seconds(entry.get("every"), (*path, "every"), positive=False, default=0.0)
+    checkpoint_every = None
+    if entry.get("checkpointEvery") is not None:
+        checkpoint_every = check.seconds(
+            entry.get("checkpointEvery"), (*path, "checkpointEvery"), positive=True
+        )
     namespace = entry.get("namespace")
     if not isinstance(namespace, str) or not namespace:
         check.problem((*path, "namespace"), "a workload needs a namespace")
@@ -256,6 +266,7 @@ def _workload(check: _Checker, raw: object, index: int) -> TraceWorkload | None:
         manifest=manifest,
         name=name,
         priority=priority,
+        checkpoint_every=checkpoint_every,
     )
 
 

@@ -225,6 +225,33 @@ def test_reclaim_evicts_borrowed_work_which_restarts_from_the_beginning(policy):
     assert "evicted 2 workloads" in verdict(result)
 
 
+def test_an_evicted_job_with_checkpoints_resumes_and_loses_only_the_work_since(policy):
+    # as above, but training saves its progress every 25 minutes: evicted after 1h, each job
+    # keeps 50m, loses 10m, and runs the remaining 1h10m from 1h30 on
+    trace = RECLAIM_SLICES.replace(
+        "namespace: training,", "namespace: training, checkpointEvery: 25m,"
+    )
+    assert "checkpointEvery" in trace
+    result = run(policy, trace, nodes=TWO_MIG_NODES, preemption=PRESETS["reclaim"])
+    training = result.static.tenants["training"]
+    assert training.preempted == 2
+    assert training.lost_gpu_seconds == pytest.approx(2 * SLICE_GPUS * 600)
+    assert training.served == pytest.approx(1.0)
+    assert training.gpu_seconds == pytest.approx(SLICE_GPUS * (2 * 7200 + 2 * 3600 + 2 * 4200))
+    assert training.mean_wait == pytest.approx((0 + 0 + 5400 + 5400) / 4)
+    starting_over = run(policy, RECLAIM_SLICES, nodes=TWO_MIG_NODES, preemption=PRESETS["reclaim"])
+    assert starting_over.static.overall.lost_gpu_seconds == pytest.approx(2 * SLICE_GPUS * 3600)
+    # the resumed runs end at 2h40 instead of 3h30: three more training jobs at 2h45 all fit
+    # within training's max of four slices at once; after restarts one waits for another to end
+    late = f"- {{at: 2h45m, duration: 30m, namespace: training, count: 3, pod: {TRAINING_32GI}}}\n"
+    resumed = run(policy, trace + late, nodes=TWO_MIG_NODES, preemption=PRESETS["reclaim"])
+    restarted = run(
+        policy, RECLAIM_SLICES + late, nodes=TWO_MIG_NODES, preemption=PRESETS["reclaim"]
+    )
+    assert [resumed.runs["static"].admitted_at[i] for i in (6, 7, 8)] == [9900, 9900, 9900]
+    assert [restarted.runs["static"].admitted_at[i] for i in (6, 7, 8)] == [9900, 9900, 11700]
+
+
 def test_with_preemption_never_the_owner_waits_and_nothing_is_lost(policy):
     result = run(policy, RECLAIM_SLICES, nodes=TWO_MIG_NODES, preemption=PRESETS["never"])
     for metrics in (result.static, result.dynamic):

@@ -110,11 +110,22 @@ def test_every_problem_is_reported_at_its_line_and_column():
     assert problems[1].startswith("bad.yaml:11:12: workloads[0].count: must be a whole number")
 
 
+def test_checkpoint_every_is_an_optional_positive_duration():
+    text = GOOD.replace("count: 3\n", "count: 3\n    checkpointEvery: 30m\n")
+    assert [w.checkpoint_every for w in load_trace_text(text, "t.yaml").workloads] == [1800, None]
+    for bad in ("0", "soon"):
+        text = GOOD.replace("count: 3\n", f"count: 3\n    checkpointEvery: {bad}\n")
+        with pytest.raises(TraceInvalid) as caught:
+            load_trace_text(text, "b.yaml")
+        (problem,) = caught.value.problems
+        assert problem.startswith("b.yaml:12:22: workloads[0].checkpointEvery: must be")
+
+
 def test_unknown_fields_are_errors():
     problems = problems_of(GOOD.replace("every: 90s", "evry: 90s"))
     assert problems == [
         "bad.yaml:12:5: workloads[0].evry: unknown field 'evry'; allowed: "
-        "at, count, duration, every, name, namespace, pod, priority"
+        "at, checkpointEvery, count, duration, every, name, namespace, pod, priority"
     ]
 
 
