@@ -115,3 +115,14 @@ def test_missing_policy_exits_2(tmp_path, capsys):
     path.write_text(SUITE.replace(str(POLICY), "nowhere/policy.yaml"))
     assert main(["test", str(path)]) == 2
     assert "policy nowhere/policy.yaml" in capsys.readouterr().err
+
+
+def test_an_invalid_policy_exits_1_and_one_that_is_not_yaml_exits_2(tmp_path, capsys):
+    invalid = tmp_path / "invalid.yaml"
+    invalid.write_text(POLICY.read_text().replace("maxGPUsPerPod: 8", "maxGPUsPerPodd: 8"))
+    path = tmp_path / "suite.yaml"
+    path.write_text(SUITE.replace("EXPECTED", "1").replace(str(POLICY), str(invalid)))
+    assert main(["test", str(path)]) == 1
+    assert "maxGPUsPerPodd" in capsys.readouterr().err
+    invalid.write_text("spec: [unclosed\n")
+    assert main(["test", str(path)]) == 2

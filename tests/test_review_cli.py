@@ -120,8 +120,8 @@ def test_missing_input_or_policy_exits_2(tmp_path, capsys):
     assert "cannot read" in capsys.readouterr().err
 
 
-def test_invalid_policy_exits_2_with_file_line_column(tmp_path, capsys):
+def test_invalid_policy_exits_1_with_file_line_column(tmp_path, capsys):
     broken = Path(POLICY).read_text().replace("maxGPUsPerPod: 8", "maxGPUsPerPodd: 8")
     policy = write(tmp_path, broken, "policy.yaml")
-    assert main(["review", "--policy", policy, write(tmp_path, POD)]) == 2
+    assert main(["review", "--policy", policy, write(tmp_path, POD)]) == 1
     assert capsys.readouterr().err.startswith(f"{policy}:")

@@ -126,8 +126,8 @@ def run(args: argparse.Namespace) -> int:
     from quotaguard.quota.weights import UsageHistory, fair_share_weights, usage_in_gpus
 
     policy = read_policy(args.policy)
-    if policy is None:
-        return 2
+    if isinstance(policy, int):
+        return policy
     source = args.snapshot or args.kubeconfig
     try:
         if args.snapshot:

@@ -44,8 +44,8 @@ def run(args: argparse.Namespace) -> int:
     from quotaguard.admission import BadReview, review_offline
 
     policy = read_policy(args.policy)
-    if policy is None:
-        return 2
+    if isinstance(policy, int):
+        return policy
     name = "<stdin>" if args.input == "-" else args.input
     try:
         reviews = _reviews(_read(args.input, name), name, args.namespace)

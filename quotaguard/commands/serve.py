@@ -106,6 +106,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"quotaguard serve: {exc}", file=sys.stderr)
     except PolicyInvalid as exc:
         print(exc, file=sys.stderr)  # one FILE:LINE:COLUMN line per problem
+        return exc.exit_code
     return EXIT_USAGE
 
 

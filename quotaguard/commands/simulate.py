@@ -74,8 +74,8 @@ def run(args: argparse.Namespace) -> int:
     from quotaguard.simulate.trace import TraceInvalid, load_trace
 
     policy = read_policy(args.policy)
-    if policy is None:
-        return 2
+    if isinstance(policy, int):
+        return policy
     try:
         trace = load_trace(args.trace, gpu_resources=policy.gpu_resources)
     except TraceInvalid as exc:

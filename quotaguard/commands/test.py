@@ -58,7 +58,7 @@ def run(args: argparse.Namespace) -> int:
             except PolicyInvalid as exc:
                 print(f"{suite.file}: policy {suite.suite.policy} is invalid:", file=sys.stderr)
                 print(exc, file=sys.stderr)
-                return 2
+                return exc.exit_code
         print(f"{suite.file}: {suite.suite.metadata.name} (policy {suite.suite.policy})")
         for case in suite.suite.cases:
             result = run_case(policies[path], suite, case)

@@ -47,6 +47,8 @@ def run(args: argparse.Namespace) -> int:
             print(problem, file=sys.stderr)
         for document in documents:
             print(_summary(document))
+    if any(document.unparsable for document in documents):
+        return 2  # not YAML: an input error, as a missing file is
     return 1 if failing else 0
 
 

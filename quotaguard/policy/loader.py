@@ -35,6 +35,7 @@ class PolicyDocument:
     file: str
     policy: TenantPolicy | None
     problems: list[LocatedProblem] = field(default_factory=list)
+    unparsable: bool = False  # not YAML at all: an input error (exit 2), not a wrong policy
 
     @property
     def errors(self) -> list[LocatedProblem]:
@@ -173,9 +174,11 @@ def load_policy_documents(
         mark = exc.problem_mark or exc.context_mark
         line, column = (mark.line + 1, mark.column + 1) if mark else (1, 1)
         reason = " ".join(str(part) for part in (exc.context, exc.problem) if part)
-        return [PolicyDocument(file, None, [LocatedProblem(file, line, column, (), reason)])]
+        problem = LocatedProblem(file, line, column, (), reason)
+        return [PolicyDocument(file, None, [problem], unparsable=True)]
     except YAMLError as exc:
-        return [PolicyDocument(file, None, [LocatedProblem(file, 1, 1, (), f"not YAML: {exc}")])]
+        problem = LocatedProblem(file, 1, 1, (), f"not YAML: {exc}")
+        return [PolicyDocument(file, None, [problem], unparsable=True)]
     found = []
     for root in roots:
         if _is_policy(root) or (require_policy and not isinstance(root, Mapping)):
@@ -219,6 +222,8 @@ def load_policy_text(text: str, file: str = "<policy>") -> TenantPolicy:
     """The policy of a text holding exactly one TenantPolicy; PolicyInvalid otherwise."""
     documents = load_policy_documents(text, file)
     problems = [p for document in documents for p in document.problems]
+    if any(document.unparsable for document in documents):
+        raise PolicyInvalid(problems, unparsable=True)
     if len(documents) > 1:
         problems.append(
             LocatedProblem(file, 1, 1, (), f"{len(documents)} TenantPolicy documents; expected 1")

@@ -49,9 +49,16 @@ class LocatedProblem:
 class PolicyInvalid(Exception):
     """A policy file that must not be used; `problems` holds every reason at once."""
 
-    def __init__(self, problems: Sequence[LocatedProblem]) -> None:
+    def __init__(self, problems: Sequence[LocatedProblem], *, unparsable: bool = False) -> None:
         self.problems = list(problems)
+        # Not YAML at all: the command line reports it as an input error (exit 2), where a
+        # policy that parses but is wrong is the answer "no" (exit 1).
+        self.unparsable = unparsable
         super().__init__("\n".join(str(p) for p in self.errors) or "invalid policy")
+
+    @property
+    def exit_code(self) -> int:
+        return 2 if self.unparsable else 1
 
     @property
     def errors(self) -> list[LocatedProblem]:

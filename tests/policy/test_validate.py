@@ -179,6 +179,10 @@ def test_classes_sharing_a_resource_need_node_selectors() -> None:
             ),
             "demandWindow (60s) is shorter than interval (600s)",
         ),
+        (
+            ("resource: nvidia.com/gpu.shared", "resource: amd.com/gpu"),
+            "pods asking for 'amd.com/gpu' alone are neither rewritten nor checked",
+        ),
     ],
 )
 def test_each_warning_rule(change: tuple[str, str], expected: str) -> None:
@@ -205,6 +209,26 @@ def test_yaml_syntax_error_is_located() -> None:
     message = only(BASE.replace("name: p", "name: [p"))
     assert message.startswith("p.yaml:")
     assert int(message.split(":")[1]) >= 4
+
+
+def test_cli_exit_code_is_2_for_a_file_that_is_not_yaml(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    broken = tmp_path / "broken.yaml"
+    broken.write_text(BASE.replace("name: p", "name: [p"))
+    assert main(["validate", str(broken)]) == 2
+    assert capsys.readouterr().err.startswith(f"{broken}:")
+    for verb in (["review", "-n", "a", "-"], ["plan", "--snapshot", "x.json"]):
+        assert main([verb[0], "--policy", str(broken), *verb[1:]]) == 2
+
+
+def test_an_invalid_policy_is_exit_1_in_every_verb(tmp_path: Path) -> None:
+    invalid = tmp_path / "invalid.yaml"
+    invalid.write_text(BASE.replace("max: 4", "max: 1"))
+    assert main(["validate", str(invalid)]) == 1
+    assert main(["review", "--policy", str(invalid), "-n", "a", "-"]) == 1
+    assert main(["plan", "--policy", str(invalid), "--snapshot", "x.json"]) == 1
+    assert main(["simulate", "--policy", str(invalid), "--trace", "t.yaml"]) == 1
 
 
 def test_duplicate_yaml_key_is_an_error() -> None:

@@ -82,7 +82,7 @@ def test_bad_input_exits_2_naming_the_file(
     bad_policy = tmp_path / "policy.yaml"
     bad_policy.write_text("apiVersion: quotaguard.dev/v1alpha1\nkind: TenantPolicy\n")
     code = main(["plan", "--policy", str(bad_policy), "--snapshot", str(FIXTURE)])
-    assert code == 2
+    assert code == 1  # an invalid policy is the answer "no", as in every verb
     assert str(bad_policy) in capsys.readouterr().err
     with pytest.raises(SystemExit) as exited:
         main(["plan", "--policy", POLICY])

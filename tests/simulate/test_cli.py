@@ -126,10 +126,10 @@ def test_a_missing_trace_exits_2_naming_it(tmp_path, capsys):
     assert capsys.readouterr().err.startswith(f"{missing}: cannot read")
 
 
-def test_an_invalid_policy_exits_2(tmp_path, capsys):
+def test_an_invalid_policy_exits_1(tmp_path, capsys):
     policy = tmp_path / "policy.yaml"
     policy.write_text("apiVersion: quotaguard.dev/v1alpha1\nkind: TenantPolicy\n")
-    assert main(["simulate", "--policy", str(policy), "--trace", DAY]) == 2
+    assert main(["simulate", "--policy", str(policy), "--trace", DAY]) == 1
     assert str(policy) in capsys.readouterr().err
 
 

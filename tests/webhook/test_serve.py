@@ -36,7 +36,7 @@ def quotaguard(*args: str) -> subprocess.Popen[str]:
     )
 
 
-def test_invalid_policy_at_start_exits_2_naming_file_line_column(tmp_path: Path) -> None:
+def test_invalid_policy_at_start_exits_1_naming_file_line_column(tmp_path: Path) -> None:
     policy = tmp_path / "policy.yaml"
     policy.write_text(
         "apiVersion: quotaguard.dev/v1alpha1\nkind: TenantPolicy\nmetadata: {name: x}\n"
@@ -44,7 +44,7 @@ def test_invalid_policy_at_start_exits_2_naming_file_line_column(tmp_path: Path)
     )
     process = quotaguard("serve", "--policy", str(policy), "--components", "webhook")
     _, stderr = process.communicate(timeout=30)
-    assert process.returncode == 2
+    assert process.returncode == 1
     assert stderr.startswith(f"{policy}:5:"), stderr
 
 
