@@ -111,6 +111,14 @@ def _gpu_classes(classes: list[tuple[int, Mapping[str, Any]]]) -> Iterator[Probl
             )
         if isinstance(resource, str) and resource.startswith("nvidia.com/mig-"):
             yield from _mig_profile(path, gpu_class)
+        if isinstance(resource, str) and not resource.startswith("nvidia.com/"):
+            yield Problem(
+                (*path, "resource"),
+                f"the webhook registrations in webhook/ send a pod to quotaguard only when it "
+                f"names an nvidia.com/ resource; pods asking for {resource!r} alone are neither "
+                "rewritten nor checked unless their matchConditions are widened",
+                "warning",
+            )
     class_at = dict(classes)
     for resource, indexes in by_resource.items():
         if len(indexes) < 2:
