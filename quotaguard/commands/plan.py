@@ -143,6 +143,10 @@ def run(args: argparse.Namespace) -> int:
         return 2
     for problem in snapshot.problems:
         print(f"{source}: warning: {problem}", file=sys.stderr)
+    if args.snapshot and not snapshot.nodes:
+        # Most likely the wrong file: a plan of no capacity would look plausible and say "no".
+        print(f"{source}: the snapshot holds no Node (expected a kubectl v1 List)", file=sys.stderr)
+        return 2
 
     demand = demand_of(policy, snapshot)
     current = current_state(policy, snapshot)
@@ -164,7 +168,6 @@ def run(args: argparse.Namespace) -> int:
         sys.stdout.write(to_csv(report))
     else:
         print(format_table(report))
-    if args.output != "table":  # the table shows them itself
-        for problem in result.problems:
-            print(f"{args.policy}: {problem}", file=sys.stderr)
+    for problem in result.problems:  # errors go to stderr, whatever stdout shows
+        print(f"{args.policy}: {problem}", file=sys.stderr)
     return 1 if result.problems else 0

@@ -111,6 +111,7 @@ CSV_COLUMNS = (
     "tenant",
     "queue",
     "weight",
+    "baseWeight",
     "class",
     "resource",
     "capacity",
@@ -126,11 +127,21 @@ CSV_COLUMNS = (
     "currentBorrowingLimit",
     "currentLendingLimit",
     "reason",
+    # The controller's last move of this quota (absent from `plan`, which sees one moment).
+    "lastChangeAt",
+    "lastChangeFrom",
+    "lastChangeTo",
+    "lastChangeReason",
+    "lastChangeApplied",
 )
 
 
 def _cell(value: object) -> str:
     return "" if value is None else str(value)
+
+
+def _cell_bool(value: object) -> str | None:
+    return None if value is None else ("true" if value else "false")
 
 
 def csv_rows(report: Mapping[str, Any]) -> list[list[str]]:
@@ -141,10 +152,12 @@ def csv_rows(report: Mapping[str, Any]) -> list[list[str]]:
         for row in tenant["classes"]:
             capacity = classes.get(row["class"], {})
             current = row["current"] or {}
+            change = row.get("lastChange") or {}
             values = (
                 tenant["name"],
                 tenant["queue"],
                 tenant["weight"],
+                tenant["baseWeight"],
                 row["class"],
                 row["resource"],
                 capacity.get("capacity"),
@@ -160,6 +173,11 @@ def csv_rows(report: Mapping[str, Any]) -> list[list[str]]:
                 current.get("borrowingLimit"),
                 current.get("lendingLimit"),
                 row["reason"],
+                change.get("at"),
+                change.get("from"),
+                change.get("to"),
+                change.get("reason"),
+                _cell_bool(change.get("applied")),
             )
             rows.append([_cell(value) for value in values])
     return rows

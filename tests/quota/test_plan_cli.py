@@ -46,7 +46,7 @@ def test_json(capsys: pytest.CaptureFixture[str]) -> None:
 def test_csv(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = run(capsys, "--snapshot", str(FIXTURE), "--output", "csv")
     assert code == 0
-    assert out.splitlines()[0].startswith("tenant,queue,weight,class,resource,capacity")
+    assert out.splitlines()[0].startswith("tenant,queue,weight,baseWeight,class,resource,capacity")
     assert len(out.splitlines()) == 7
 
 
@@ -67,6 +67,19 @@ def test_guarantees_above_capacity_still_plan_but_exit_1(
     training = next(t for t in report["tenants"] if t["name"] == "training")
     assert training["classes"][0]["guaranteed"] == 4
     assert "h100: guarantee scaled: capacity 4 < guarantees 16" in err
+    code, out, err = run(capsys, "--snapshot", str(smaller))  # the table too says why on stderr
+    assert code == 1 and "guarantee scaled" in out
+    assert "h100: guarantee scaled: capacity 4 < guarantees 16" in err
+
+
+def test_a_snapshot_without_nodes_is_an_input_error(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    pods_only = tmp_path / "pods.json"
+    pods_only.write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": []}))
+    code, out, err = run(capsys, "--snapshot", str(pods_only))
+    assert (code, out) == (2, "")
+    assert err == f"{pods_only}: the snapshot holds no Node (expected a kubectl v1 List)\n"
 
 
 def test_bad_input_exits_2_naming_the_file(

@@ -116,7 +116,7 @@ def test_csv_has_a_header_and_a_row_per_tenant_and_class():
     assert status == 200 and content_type.startswith("text/csv")
     rows = list(csv.reader(io.StringIO(body)))
     assert rows[0] == list(CSV_COLUMNS)
-    pairs = sorted((row[0], row[3]) for row in rows[1:])
+    pairs = sorted((row["tenant"], row["class"]) for row in csv.DictReader(io.StringIO(body)))
     # research allows every class: a row for mig too, with no guarantee
     assert pairs == [
         ("research", "h100"),
@@ -124,6 +124,27 @@ def test_csv_has_a_header_and_a_row_per_tenant_and_class():
         ("serving", "h100"),
         ("serving", "mig"),
     ]
+
+
+def test_csv_has_the_last_change_with_its_reason_like_the_json():
+    report = a_report()
+    row = report["tenants"][0]["classes"][0]
+    row["lastChange"] = {
+        "at": "2026-01-01T00:00:00Z",
+        "from": 3,
+        "to": row["nominal"],
+        "reason": "demand",
+        "applied": False,
+    }
+    _, _, body = get(Source(report), "/reports/quota.csv")
+    rows = {(r["tenant"], r["class"]): r for r in csv.DictReader(io.StringIO(body))}
+    changed = rows[(report["tenants"][0]["name"], row["class"])]
+    assert changed["lastChangeAt"] == "2026-01-01T00:00:00Z"
+    assert (changed["lastChangeFrom"], changed["lastChangeTo"]) == ("3", str(row["nominal"]))
+    assert (changed["lastChangeReason"], changed["lastChangeApplied"]) == ("demand", "false")
+    assert changed["baseWeight"] == str(report["tenants"][0]["baseWeight"])
+    others = [r for key, r in rows.items() if key != (changed["tenant"], changed["class"])]
+    assert all(r["lastChangeAt"] == "" for r in others)
 
 
 def test_html_page_parses_escapes_names_and_has_svg_charts():
