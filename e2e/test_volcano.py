@@ -163,7 +163,7 @@ def test_volcano_queues_get_weight_capability_guarantee_and_deserved(
         held = queues(cluster)
         assert amount(held["inference"]["spec"]["deserved"], MIG) == 26
         assert amount(held["notebooks"]["spec"]["deserved"], MIG) == 0
-        # what quotaguard does not manage stays as it was
+        # the parent is the policy's cohort; what quotaguard does not manage stays as it was
         assert held["inference"]["spec"]["parent"] == "gpu-pool"
         assert held["inference"]["spec"]["reclaimable"] is True
         assert held["gpu-pool"]["spec"] == parent_before["spec"]

@@ -501,12 +501,16 @@ class Controller:
             emit_event(self.clients.core, body)
 
     def _ensure_managed_objects(self, policy: TenantPolicy, api: QueueApi) -> None:
-        from quotaguard.controller.manage import ensure_kueue_objects
+        from quotaguard.controller.manage import ensure_kueue_objects, ensure_volcano_objects
 
         key = (id(policy), api)
-        if self._managed_generation == key or api.group != KUEUE_GROUP:
+        if self._managed_generation == key:
             return
-        if ensure_kueue_objects(self.clients, policy, api.version):
+        if api.group == KUEUE_GROUP:
+            done = ensure_kueue_objects(self.clients, policy, api.version)
+        else:
+            done = ensure_volcano_objects(self.clients, policy)
+        if done:
             self._managed_generation = key
 
     # -- bookkeeping -------------------------------------------------------------------------

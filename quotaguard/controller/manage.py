@@ -1,9 +1,10 @@
-"""With `rebalance.manageQueues: true`: create the Kueue objects a policy needs when missing.
+"""With `rebalance.manageQueues: true`: create the objects a policy needs when missing.
 
-ResourceFlavors (one per class flavor, with the class nodeSelector as nodeLabels) and a
+Kueue: ResourceFlavors (one per class flavor, with the class nodeSelector as nodeLabels) and a
 LocalQueue pointing at the tenant's ClusterQueue in each of its literal namespaces (globs name
-no namespace to create one in). ClusterQueues themselves are created by the writer. Existing
-objects are never modified here.
+no namespace to create one in). Volcano: the parent queue the policy's `cohort` names, without
+limits of its own. The tenant queues themselves are created by the writer. Existing objects
+are never modified here.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from quotaguard.controller.kube import KUEUE_GROUP, KubeClients
+from quotaguard.controller.kube import KUEUE_GROUP, VOLCANO_GROUP, VOLCANO_VERSION, KubeClients
 from quotaguard.policy.model import TenantPolicy, is_glob
 
 log = logging.getLogger(__name__)
@@ -88,3 +89,29 @@ def ensure_kueue_objects(clients: KubeClients, policy: TenantPolicy, version: st
             queue,
         )
     return done
+
+
+def volcano_parent_queue(policy: TenantPolicy) -> JsonObject | None:
+    """The Volcano parent queue of the tenant queues, when the policy names one."""
+    if not policy.volcano_parent:
+        return None
+    return {
+        "apiVersion": f"{VOLCANO_GROUP}/{VOLCANO_VERSION}",
+        "kind": "Queue",
+        "metadata": {"name": policy.volcano_parent, "labels": dict(MANAGED_BY)},
+        "spec": {"reclaimable": True, "weight": 1},
+    }
+
+
+def ensure_volcano_objects(clients: KubeClients, policy: TenantPolicy) -> bool:
+    """Create the parent queue when missing (blocking); True when it is in place."""
+    queue = volcano_parent_queue(policy)
+    if queue is None:
+        return True
+    return _created(
+        clients.custom.create_cluster_custom_object,
+        VOLCANO_GROUP,
+        VOLCANO_VERSION,
+        "queues",
+        queue,
+    )

@@ -5,6 +5,7 @@ Volcano keys quotas by resource name only, so classes sharing a resource add up:
   spec.guarantee.resource[r] = sum of nominal - lendingLimit      (= guaranteed)
   spec.capability[r]        = sum of nominal + borrowingLimit    (= max; absent when unbounded)
   spec.weight               = the adjusted weight rounded, at least 1 (Volcano wants an integer)
+  spec.parent               = the policy's cohort, when it names one (hierarchical queues)
 Other resources in those lists (cpu, memory) and every other field stay as they are.
 """
 
@@ -73,6 +74,8 @@ def desired_spec(
     desired["guarantee"] = guarantee
     if weight is not None:
         desired["weight"] = volcano_weight(weight)
+    if policy.volcano_parent:
+        desired["parent"] = policy.volcano_parent
     return desired
 
 
@@ -96,6 +99,8 @@ def queue_changes(current: Mapping[str, Any], desired: Mapping[str, Any]) -> lis
                 )
     if current.get("weight") != desired.get("weight"):
         lines.append(f"weight {current.get('weight', '-')} -> {desired.get('weight')}")
+    if current.get("parent") != desired.get("parent"):
+        lines.append(f"parent {current.get('parent', '-')} -> {desired.get('parent')}")
     return lines
 
 

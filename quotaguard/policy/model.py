@@ -199,6 +199,13 @@ class TenantPolicy(_Strict):
     def cohort(self) -> str:
         return self.spec.cohort or self.metadata.name
 
+    @property
+    def volcano_parent(self) -> str | None:
+        """The Volcano parent queue of every tenant queue: the policy's `cohort` when it names
+        one (unset, Volcano queues stay where they are, rather than under a queue named after
+        the policy that nobody created)."""
+        return self.spec.cohort if self.spec.backend == "volcano" else None
+
     @cached_property
     def classes_by_name(self) -> dict[str, GpuClass]:
         return {gpu_class.name: gpu_class for gpu_class in self.spec.gpu_classes}

@@ -134,6 +134,7 @@ class VolcanoQueue:
     guarantee: Mapping[str, int]
     deserved: Mapping[str, int]
     spec: Mapping[str, Any]
+    parent: str | None = None  # spec.parent: the hierarchical queue above this one
 
 
 @dataclass(frozen=True, slots=True)
@@ -363,6 +364,7 @@ class _Reader:
             ),
             deserved=self.counts(spec.get("deserved"), "spec.deserved"),
             spec=spec,
+            parent=_str(spec.get("parent")),
         )
 
 

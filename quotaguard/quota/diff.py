@@ -74,6 +74,8 @@ def diff(current: Mapping[str, QueueState], target: Plan) -> list[QueueChange]:
         cohort = None
         if not volcano and (state is None or state.cohort != target.cohort):
             cohort = target.cohort
+        elif volcano and target.parent and (state is None or state.cohort != target.parent):
+            cohort = target.parent  # Volcano's hierarchy: the queue's spec.parent
         wanted = volcano_weight(tenant.weight) if volcano else tenant.weight
         weight = None
         if state is None or state.weight is None or (abs(state.weight - wanted) > WEIGHT_TOLERANCE):

@@ -87,6 +87,8 @@ class Plan:
     flavors: Mapping[str, tuple[str, str]]
     # one line per class whose guarantees had to be scaled down to its capacity
     problems: tuple[str, ...]
+    # backend volcano: the parent queue of every tenant queue (the policy's cohort, when set)
+    parent: str | None = None
 
     def tenant(self, name: str) -> TenantPlan | None:
         return next((tenant for tenant in self.tenants if tenant.name == name), None)
@@ -364,6 +366,7 @@ def plan(
         policy=policy.name,
         cohort=policy.cohort,
         backend=policy.spec.backend,
+        parent=policy.volcano_parent,
         mode=rebalance.mode,
         classes=tuple(capacities),
         tenants=tuple(

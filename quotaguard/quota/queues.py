@@ -45,7 +45,7 @@ def _from_volcano_queue(policy: TenantPolicy, queue: VolcanoQueue) -> QueueState
             borrowing_limit=None if capability is None else max(0, capability - nominal),
             lending_limit=max(0, nominal - queue.guarantee.get(resource, 0)),
         )
-    return QueueState(queue.name, None, queue.weight, quotas)
+    return QueueState(queue.name, queue.parent, queue.weight, quotas)
 
 
 def current_state(policy: TenantPolicy, snapshot: ClusterSnapshot) -> dict[str, QueueState]:

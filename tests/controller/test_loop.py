@@ -439,6 +439,34 @@ def test_volcano_backend_writes_queue_fields():
         "nvidia.com/gpu.shared": "0",
     }
     assert training["reclaimable"] is True
+    assert training["parent"] == "pool"  # the policy's cohort: Volcano's hierarchical parent
+
+
+def test_volcano_manage_queues_creates_the_parent_queue_and_the_tenant_queues_under_it():
+    server = FakeApiServer()
+    server.groups = {"scheduling.volcano.sh": ["v1beta1"]}
+    server.put("v1/nodes", node("gpu-1", "nvidia.com/gpu", 8, {"product": "h100"}))
+    path = "scheduling.volcano.sh/v1beta1/queues"
+    text = (
+        POLICY_TEXT.replace("MODE", "apply")
+        .replace("backend: kueue", "backend: volcano")
+        .replace("usableCapacityPercent: 100}", "usableCapacityPercent: 100, manageQueues: true}")
+    )
+    settings = ControllerSettings(
+        leader_election=False,
+        watch_settings=lambda: WatchSettings(backoff=Backoff(base=0.001, cap=0.005)),
+    )
+    controller = Controller(load_policy_text(text, "volcano.yaml"), fake_clients(server), settings)
+
+    async def body(c: Controller) -> None:
+        assert await synced_interval(c) == "planned"
+
+    run(controller, body)
+    parent = server.get(path, "pool")
+    assert parent["metadata"]["labels"] == {"app.kubernetes.io/managed-by": "quotaguard"}
+    assert "deserved" not in parent["spec"] and "capability" not in parent["spec"]
+    for name in ("training", "inference", "notebooks"):
+        assert server.get(path, name)["spec"]["parent"] == "pool"
 
 
 def test_manage_queues_creates_what_is_missing(server):

@@ -8,8 +8,7 @@ from quotaguard.controller.volcano import desired_spec, queue_changes, same_spec
 from quotaguard.policy.loader import load_policy_text
 from quotaguard.quota.cluster import ResourceQuota
 
-POLICY = load_policy_text(
-    """
+POLICY_TEXT_OF_VC = """
 apiVersion: quotaguard.dev/v1alpha1
 kind: TenantPolicy
 metadata: {name: vc}
@@ -28,9 +27,8 @@ spec:
         h100: {guaranteed: 2, max: 10}
         a100: {guaranteed: 1, max: 4}
         mig: {guaranteed: 0}
-""",
-    "vc.yaml",
-)
+"""
+POLICY = load_policy_text(POLICY_TEXT_OF_VC, "vc.yaml")
 CURRENT = {
     "weight": 1,
     "reclaimable": True,
@@ -81,3 +79,16 @@ def test_same_spec_ignores_quantity_spelling_and_describes_changes():
     assert same_spec(stored, desired)
     assert not same_spec(CURRENT, desired)
     assert "deserved[nvidia.com/gpu] - -> 6" in queue_changes(CURRENT, desired)
+
+
+def test_the_parent_queue_is_the_policys_cohort_and_only_when_it_names_one():
+    quotas = {"h100": ResourceQuota(nominal=2, borrowing_limit=8, lending_limit=0)}
+    assert "parent" not in desired_spec(CURRENT, POLICY, quotas=quotas, weight=1)
+    with_cohort = load_policy_text(
+        POLICY_TEXT_OF_VC.replace("  backend: volcano\n", "  backend: volcano\n  cohort: ml\n"),
+        "vc.yaml",
+    )
+    desired = desired_spec(CURRENT, with_cohort, quotas=quotas, weight=1)
+    assert desired["parent"] == "ml"
+    assert "parent - -> ml" in queue_changes(CURRENT, desired)
+    assert not same_spec(CURRENT, desired)

@@ -84,3 +84,32 @@ def test_room_first_writes_every_cut_before_any_raise() -> None:
     assert second == [a, b, c]
     assert [q.class_name for q in held_back(a).quotas] == ["x"]
     assert [q.class_name for q in held_back(b).quotas] == ["y"]
+
+
+def test_volcano_queues_move_under_the_cohort_only_when_the_policy_names_one() -> None:
+    from dataclasses import replace
+
+    from quotaguard.quota.diff import volcano_weight
+
+    result, _ = fixture_plan()
+    volcano = replace(result, backend="volcano", parent=None)
+
+    def synced(parent: str | None) -> dict[str, QueueState]:
+        return {
+            tenant.name: QueueState(
+                tenant.queue,
+                parent,
+                volcano_weight(tenant.weight),
+                target_quotas(volcano, tenant),
+            )
+            for tenant in volcano.tenants
+        }
+
+    assert diff(synced(None), volcano) == []  # no cohort named: Volcano parents are left alone
+    assert diff(synced("elsewhere"), volcano) == []
+    under_pool = replace(volcano, parent="gpu-pool")
+    changes = diff(synced(None), under_pool)
+    assert {change.tenant: change.cohort for change in changes} == {
+        tenant.name: "gpu-pool" for tenant in volcano.tenants
+    }
+    assert diff(synced("gpu-pool"), under_pool) == []
