@@ -325,6 +325,31 @@ def mutate_and_validate_bodies() -> tuple[bytes, bytes]:
     return json.dumps(mutate).encode(), json.dumps(validate).encode()
 
 
+def distinct_bodies(count: int) -> tuple[list[bytes], list[bytes]]:
+    """`count` different /mutate bodies and their /validate bodies: each Pod has its own uid,
+    template hash, config checksum, container name and memory hint (1-10 GiB, all rewritten to
+    the same slice), so no two requests are the same bytes or decode to the same fields."""
+    policy = load_policy_file(POLICY_FILE)
+    mutates, validates = [], []
+    for index in range(count):
+        pod = realistic_pod()
+        metadata = pod["metadata"]
+        digest = f"{index:09x}"
+        metadata["generateName"] = f"embedder-{digest}-"
+        metadata["labels"]["pod-template-hash"] = digest
+        metadata["annotations"]["quotaguard.dev/gpu-memory"] = f"{index % 10 + 1}Gi"
+        metadata["annotations"]["checksum/config"] = digest * 7
+        pod["spec"]["containers"][0]["name"] = f"server-{index}"
+        mutate = admission_body(pod, uid=f"bench-{index:08d}")
+        answer = review(policy, mutate, operation_path="mutate")
+        patch = json.loads(base64.b64decode(answer["response"]["patch"]))
+        validate = copy.deepcopy(mutate)
+        validate["request"]["object"] = jsonpatch.apply_patch(mutate["request"]["object"], patch)
+        mutates.append(json.dumps(mutate).encode())
+        validates.append(json.dumps(validate).encode())
+    return mutates, validates
+
+
 if __name__ == "__main__":
     m, v = mutate_and_validate_bodies()
     print(f"/mutate body {len(m):,} B, /validate body {len(v):,} B")

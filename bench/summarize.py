@@ -56,6 +56,20 @@ def webhook_rows(result: dict[str, Any]) -> list[Row]:
                 f"{load:.1f}",
             )
         )
+        distinct = best.get("distinct_per_cpu_second")
+        if distinct:
+            rows.append(
+                (
+                    f"webhook `/{path}`",
+                    "throughput, requests per server CPU-second, "
+                    f"{result[path]['distinct_bodies']} different Pods in turn",
+                    n(distinct["quotaguard"]),
+                    f"bare {n(distinct['bare'])}; bare + json.loads {n(distinct['bare+json'])}",
+                    f"{distinct['ratio_to_bare']:.2f}; {distinct['ratio_to_bare+json']:.2f}",
+                    "",
+                    f"{load:.1f}",
+                )
+            )
         latency = result[path]["latency"]
         ours, bare = latency["quotaguard"], latency["bare"]
         rows.append(

@@ -1,9 +1,34 @@
 -- POST the file named by $BODY_FILE on every request; print a JSON summary at the end.
+-- With $BODY_LINES=1 the file holds one body per line, sent in turn (JSON bodies have no raw
+-- newlines), so that no two consecutive requests are the same.
 local file = assert(io.open(os.getenv("BODY_FILE"), "rb"))
 wrk.method = "POST"
-wrk.body = file:read("*a")
-file:close()
 wrk.headers["Content-Type"] = "application/json"
+local lines = {}
+if os.getenv("BODY_LINES") == "1" then
+  for line in file:lines() do
+    if #line > 0 then
+      lines[#lines + 1] = line
+    end
+  end
+else
+  wrk.body = file:read("*a")
+end
+file:close()
+
+if #lines > 0 then
+  local requests, next_request = {}, 0
+  -- Built once per thread, once wrk has filled in the Host header and the path.
+  init = function(args)
+    for i, line in ipairs(lines) do
+      requests[i] = wrk.format(nil, nil, nil, line)
+    end
+  end
+  request = function()
+    next_request = next_request % #requests + 1
+    return requests[next_request]
+  end
+end
 
 done = function(summary, latency, requests)
   local errors = summary.errors
