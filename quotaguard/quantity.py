@@ -83,7 +83,7 @@ def parse_duration(value: object) -> float:
     if isinstance(value, bool):
         raise QuantityError(f"not a duration: {value!r}")
     if isinstance(value, int | float):
-        return float(value)
+        return _finite_duration(float(value), value)
     if not isinstance(value, str) or not value:
         raise QuantityError(f"not a duration: {value!r}")
     text = value.strip()
@@ -95,7 +95,17 @@ def parse_duration(value: object) -> float:
         position = match.end()
     if position != len(text) or position == 0:
         raise QuantityError(f"not a duration (use e.g. 90s, 15m, 24h): {value!r}")
-    return total
+    return _finite_duration(total, value)
+
+
+# Ten years: longer spans are typos, and NaN or infinity would make every comparison false.
+MAX_DURATION_SECONDS = 10 * 365 * 86400.0
+
+
+def _finite_duration(seconds: float, value: object) -> float:
+    if not math.isfinite(seconds) or abs(seconds) > MAX_DURATION_SECONDS:
+        raise QuantityError(f"not a duration of at most ten years: {value!r}")
+    return seconds
 
 
 def format_bytes(amount: int | Fraction) -> str:

@@ -131,7 +131,7 @@ class Tenant(_Strict):
     namespaces: Annotated[list[Annotated[str, Field(min_length=1)]], Field(min_length=1)]
     queue_name: Annotated[str | None, Field(alias="queue", pattern=DNS_LABEL)] = None
     local_queue_name: Annotated[str | None, Field(alias="localQueue", pattern=DNS_LABEL)] = None
-    weight: Annotated[float, Field(gt=0)] = 1.0
+    weight: Annotated[float, Field(gt=0, allow_inf_nan=False)] = 1.0
     max_gpus_per_pod: Annotated[float | None, Field(alias="maxGPUsPerPod", gt=0)] = None
     allowed_classes: list[str] | None = None
     quota: dict[str, ClassQuota] = Field(default_factory=dict)

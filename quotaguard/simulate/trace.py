@@ -42,6 +42,7 @@ NODE_FIELDS = frozenset({"name", "allocatable", "labels", "taints", "ready", "un
 WORKLOAD_FIELDS = frozenset(
     {"at", "duration", "namespace", "count", "every", "pod", "name", "priority", "checkpointEvery"}
 )
+MAX_COUNT = 1_000_000  # workloads of one entry; a trace is replayed in memory
 PRIORITY_RANGE = (-(2**31), 2**31 - 1)  # Kueue priorities are int32
 
 
@@ -236,8 +237,10 @@ def _workload(check: _Checker, raw: object, index: int) -> TraceWorkload | None:
     if not isinstance(namespace, str) or not namespace:
         check.problem((*path, "namespace"), "a workload needs a namespace")
     count = entry.get("count", 1)
-    if isinstance(count, bool) or not isinstance(count, int) or count < 1:
-        check.problem((*path, "count"), f"must be a whole number of at least 1, not {count!r}")
+    if isinstance(count, bool) or not isinstance(count, int) or not 1 <= count <= MAX_COUNT:
+        check.problem(
+            (*path, "count"), f"must be a whole number from 1 to {MAX_COUNT:,}, not {count!r}"
+        )
     manifest = entry.get("pod")
     if manifest is None:
         check.problem((*path, "pod"), "a workload needs a pod manifest")

@@ -277,3 +277,21 @@ def test_explicit_file_without_policy_is_an_error(tmp_path: Path) -> None:
     other = tmp_path / "cm.yaml"
     other.write_text("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\n")
     assert main(["validate", str(other)]) == 1
+
+
+@pytest.mark.parametrize(
+    ("line", "expected"),
+    [
+        ("      weight: .inf\n", "weight: must be a finite number"),
+        ("      weight: .nan\n", "weight: must be a finite number"),
+    ],
+)
+def test_non_finite_numbers_are_errors_not_crashes_later(line: str, expected: str) -> None:
+    found = problems(BASE.replace("name: b\n", "name: b\n" + line))
+    assert any(expected in p for p in found), found
+
+
+@pytest.mark.parametrize("value", [".nan", ".inf", "'99999999999h'"])
+def test_non_finite_or_absurd_durations_are_errors(value: str) -> None:
+    text = BASE.replace("  tenants:\n", f"  rebalance: {{interval: {value}}}\n  tenants:\n", 1)
+    assert any("rebalance.interval" in p for p in problems(text)), problems(text)

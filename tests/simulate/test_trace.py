@@ -153,3 +153,22 @@ def test_an_unreadable_file_is_one_line_naming_it(tmp_path: Path):
     with pytest.raises(TraceInvalid) as caught:
         load_trace(tmp_path / "missing.yaml")
     assert caught.value.problems[0].startswith(f"{tmp_path / 'missing.yaml'}: cannot read")
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "expected"),
+    [
+        ("duration", ".nan", "must be seconds or a duration"),
+        ("duration", ".inf", "must be seconds or a duration"),
+        ("duration", "'99999999999h'", "must be seconds or a duration"),
+        ("count", "1000000000", "must be a whole number from 1 to 1,000,000"),
+    ],
+)
+def test_times_and_counts_that_cannot_be_simulated_are_refused_at_once(field, value, expected):
+    original = {"duration": "duration: 1h", "count": "count: 3"}[field]
+    text = GOOD.replace(original, f"{field}: {value}", 1)
+    with pytest.raises(TraceInvalid) as caught:
+        load_trace_text(text, "b.yaml")
+    assert any(f"workloads[0].{field}: {expected}" in p for p in caught.value.problems), (
+        caught.value.problems
+    )
