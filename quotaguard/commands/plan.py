@@ -143,10 +143,6 @@ def run(args: argparse.Namespace) -> int:
         return 2
     for problem in snapshot.problems:
         print(f"{source}: warning: {problem}", file=sys.stderr)
-    if args.snapshot and not snapshot.nodes:
-        # Most likely the wrong file: a plan of no capacity would look plausible and say "no".
-        print(f"{source}: the snapshot holds no Node (expected a kubectl v1 List)", file=sys.stderr)
-        return 2
 
     demand = demand_of(policy, snapshot)
     current = current_state(policy, snapshot)

@@ -419,7 +419,9 @@ def parse_snapshot(
 def load_snapshot(
     path: str | Path, *, gpu_resources: frozenset[str] = frozenset()
 ) -> ClusterSnapshot:
-    """Read a snapshot file; `SnapshotError` (one line naming the file) when unusable."""
+    """Read a snapshot file; `SnapshotError` (one line naming the file) when unusable, which
+    includes a file without Nodes: most likely the wrong file, and a plan or a simulation of no
+    capacity would look plausible."""
     source = str(path)
     try:
         text = Path(path).read_text(encoding="utf-8")
@@ -429,4 +431,7 @@ def load_snapshot(
         document = json.loads(text)
     except json.JSONDecodeError as exc:
         raise SnapshotError(f"{source}:{exc.lineno}:{exc.colno}: not JSON: {exc.msg}") from exc
-    return parse_snapshot(document, gpu_resources=gpu_resources, source=source)
+    snapshot = parse_snapshot(document, gpu_resources=gpu_resources, source=source)
+    if not snapshot.nodes:
+        raise SnapshotError(f"{source}: the snapshot holds no Node (expected a kubectl v1 List)")
+    return snapshot

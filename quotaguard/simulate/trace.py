@@ -316,8 +316,6 @@ def parse_trace(
             check.problem(("snapshot",), str(exc))
         else:
             nodes, pods = list(cluster.nodes), cluster.pods
-            if not nodes:
-                check.problem(("snapshot",), f"{path}: the snapshot holds no Node")
     elif snapshot is not None:
         check.problem(("snapshot",), "must be the path of a snapshot file")
     workloads: list[TraceWorkload] = []

@@ -95,6 +95,11 @@ def test_a_snapshot_gives_the_nodes(tmp_path: Path):
     )
     trace = load_trace(path)
     assert trace.nodes[0].allocatable == {"nvidia.com/gpu": 4}
+    snapshot["items"] = []
+    (tmp_path / "cluster.json").write_text(json.dumps(snapshot))
+    with pytest.raises(TraceInvalid) as caught:
+        load_trace(path)
+    assert any("the snapshot holds no Node" in p for p in caught.value.problems)
 
 
 def problems_of(text: str) -> list[str]:
