@@ -215,25 +215,29 @@ def check_answers(base: str, bodies: dict[str, Path], cafile: Path) -> None:
         raise SystemExit(f"unexpected answers: {mutated} {validated}")
 
 
-def measure_distinct(
+def throughput_turns(
     args: argparse.Namespace,
     servers: dict[str, tuple[str, int]],
     bodies: dict[str, Path],
     cafile: Path,
+    *,
+    lines: bool = False,
 ) -> Runs:
-    """Throughput turns with a different Pod on every request (wrk only; empty without it)."""
+    """`--rounds` closed-loop turns per path and server, interleaved across servers; with
+    `lines`, a different Pod on every request (wrk only; no turns without it)."""
     turns: Runs = {path: {name: [] for name in servers} for path in PATHS}
-    if not shutil.which("wrk"):
+    if lines and not shutil.which("wrk"):
         return turns
+    label = "distinct" if lines else "throughput"
     for _ in range(args.rounds):
         for path in PATHS:
             for name, (base, pid) in servers.items():
                 turn = throughput(
-                    f"{base}/{path}", bodies[path], cafile, pid, args.seconds, lines=True
+                    f"{base}/{path}", bodies[path], cafile, pid, args.seconds, lines=lines
                 )
                 turns[path][name].append(turn)
                 print(
-                    f"  distinct   /{path:8s} {name:10s} {turn['rate']:7,.0f} req/s "
+                    f"  {label:10s} /{path:8s} {name:10s} {turn['rate']:7,.0f} req/s "
                     f"{turn['per_cpu_second']:7,.0f} req/CPU-s  load {turn['load_average']:.1f}",
                     flush=True,
                 )
@@ -248,17 +252,7 @@ def measure(
 ) -> tuple[Runs, dict[str, dict[str, dict[str, Any]]], Runs]:
     """Throughput turns, then open-loop latency rounds, interleaved across servers; and the
     least disturbed latency round of each server."""
-    turns: Runs = {path: {name: [] for name in servers} for path in PATHS}
-    for _ in range(args.rounds):
-        for path in PATHS:
-            for name, (base, pid) in servers.items():
-                turn = throughput(f"{base}/{path}", bodies[path], cafile, pid, args.seconds)
-                turns[path][name].append(turn)
-                print(
-                    f"  throughput /{path:8s} {name:10s} {turn['rate']:7,.0f} req/s "
-                    f"{turn['per_cpu_second']:7,.0f} req/CPU-s  load {turn['load_average']:.1f}",
-                    flush=True,
-                )
+    turns = throughput_turns(args, servers, bodies, cafile)
     rounds: Runs = {path: {name: [] for name in servers} for path in PATHS}
     for _ in range(args.latency_rounds):
         for path in PATHS:
@@ -348,7 +342,7 @@ def main() -> int:
         many = {path: directory / f"{path}-distinct.jsonl" for path in PATHS}
         for path, variants in zip(PATHS, distinct_bodies(args.distinct), strict=True):
             many[path].write_bytes(b"\n".join(variants) + b"\n")
-        distinct = measure_distinct(args, servers, many, cafile)
+        distinct = throughput_turns(args, servers, many, cafile, lines=True)
 
     summary: dict[str, Any] = {
         "body_bytes": {"mutate": len(mutate_body), "validate": len(validate_body)},
