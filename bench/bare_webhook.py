@@ -19,7 +19,7 @@ from aiohttp import web
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from quotaguard.tlsreload import new_server_context
+from quotaguard.serve.tlsreload import new_server_context
 
 ALLOW = (
     b'{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview",'

@@ -282,7 +282,7 @@ def in_process(bodies: dict[str, bytes], count: int = 2000) -> dict[str, dict[st
     five batches), and of its first step, json.loads of the body, for the decomposition."""
     from quotaguard.admission import engine
     from quotaguard.admission.sparse import decode_review_body
-    from quotaguard.policystore import PolicyStore
+    from quotaguard.serve.policystore import PolicyStore
     from quotaguard.webhook.server import answer
 
     store = PolicyStore(POLICY_FILE)

@@ -29,7 +29,7 @@ from quotaguard.controller.kube import KubeClients, ServedGroups
 from quotaguard.controller.loop import Controller, ControllerSettings
 from quotaguard.controller.sources import TERMINATED_PODS_EXCLUDED, wanted_sources
 from quotaguard.controller.watch import Watch
-from quotaguard.kubeclient import api_client
+from quotaguard.kube.client import api_client
 from quotaguard.policy.loader import load_policy_file
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -29,7 +29,7 @@ TOP = 25
 
 def profile_webhook(count: int) -> cProfile.Profile:
     from quotaguard.admission import engine
-    from quotaguard.policystore import PolicyStore
+    from quotaguard.serve.policystore import PolicyStore
     from quotaguard.webhook.server import answer
 
     store = PolicyStore(POLICY_FILE)

@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from fractions import Fraction
 from typing import Any
 
-from quotaguard.podspec import PLAIN_GPU
+from quotaguard.kube.podspec import PLAIN_GPU
 from quotaguard.policy.model import WHOLE_GPU_SLICES, GpuClass, Tenant, TenantPolicy
 
 _MIG_SLICES = re.compile(r"^nvidia\.com/mig-(\d)g\.")

@@ -36,9 +36,9 @@ from quotaguard.admission.workload import (
     owned_by_workload,
     template_views,
 )
-from quotaguard.podspec import PLAIN_GPU, workload_kind
+from quotaguard.kube.podspec import PLAIN_GPU, workload_kind
+from quotaguard.kube.quantity import QuantityError, format_bytes, parse_quantity
 from quotaguard.policy.model import BEST_FIT, GpuClass, RewriteCondition, Tenant, TenantPolicy
-from quotaguard.quantity import QuantityError, format_bytes, parse_quantity
 
 
 class _Choice(NamedTuple):

@@ -43,7 +43,7 @@ from quotaguard.admission.workload import (
     owned_by_workload,
     template_views,
 )
-from quotaguard.podspec import PLAIN_GPU, workload_kind
+from quotaguard.kube.podspec import PLAIN_GPU, workload_kind
 from quotaguard.policy.model import Tenant, TenantPolicy
 
 # What CREATE writes into metadata, by where it writes it.

@@ -24,7 +24,7 @@ from types import MappingProxyType
 from typing import Any, NoReturn
 
 from quotaguard.admission.reviews import BadReview
-from quotaguard.podspec import workload_kind
+from quotaguard.kube.podspec import workload_kind
 
 # A field path as a chain of (parent, part) links, joined only to report an error.
 Where = tuple["Where", str | int] | str

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from quotaguard.admission.patch import PatchBuilder
 from quotaguard.admission.workload import GpuContainer
-from quotaguard.podspec import PLAIN_GPU
-from quotaguard.quantity import parse_gpu_count
+from quotaguard.kube.podspec import PLAIN_GPU
+from quotaguard.kube.quantity import parse_gpu_count
 
 
 def whole_gpus(container: GpuContainer, resource: str) -> int | None:

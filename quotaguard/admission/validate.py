@@ -30,9 +30,9 @@ from quotaguard.admission.workload import (
     has_gpus,
     template_views,
 )
-from quotaguard.podspec import PLAIN_GPU, pod_gpus, workload_kind
+from quotaguard.kube.podspec import PLAIN_GPU, pod_gpus, workload_kind
+from quotaguard.kube.quantity import parse_gpu_count
 from quotaguard.policy.model import Tenant, TenantPolicy
-from quotaguard.quantity import parse_gpu_count
 
 QueueRef = tuple[str, str]  # (where it is set, queue name)
 

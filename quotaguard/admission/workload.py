@@ -1,6 +1,6 @@
 """The GPU-relevant view of a workload object that mutation and validation both read.
 
-Built on `quotaguard.podspec` (the one walker): per pod template, the containers that name a
+Built on `quotaguard.kube.podspec` (the one walker): per pod template, the containers that name a
 GPU resource with their raw values (validation must see values the scheduler would refuse),
 the hints, labels and where each lives as a JSON Pointer.
 """
@@ -14,7 +14,7 @@ from typing import Any, NoReturn
 
 from quotaguard.admission.names import REWRITE_HINT
 from quotaguard.admission.shape import check_object, pointer_where, wrong
-from quotaguard.podspec import GPU_PREFIXES, PodTemplate, pod_templates
+from quotaguard.kube.podspec import GPU_PREFIXES, PodTemplate, pod_templates
 
 _EMPTY: Mapping[str, Any] = MappingProxyType({})
 WORKLOAD_OWNERS = frozenset({"Job", "JobSet"})

@@ -4,7 +4,7 @@ In a cluster: the CA lives in the Secret `--ca-secret`, the serving certificate 
 (type kubernetes.io/tls with ca.crt, the one the webhook pods mount), and the trust bundle in
 caBundle of both webhook configurations. With `--out-dir` the same files are kept in a
 directory and no cluster is contacted. Safe to run any number of times: valid certificates
-are left alone. The decisions are in `quotaguard.certs`; this module only reads and writes.
+are left alone. The decisions are in `quotaguard.certs.builders`; this module only reads and writes.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, TextIO
 
-from quotaguard.certs import (
+from quotaguard.certs.builders import (
     CertificateInputError,
     CertPlan,
     CertSettings,
@@ -28,7 +28,7 @@ from quotaguard.certs import (
     TlsState,
     plan_certificates,
 )
-from quotaguard.kubeclient import status_code
+from quotaguard.kube.client import status_code
 
 JsonObject = dict[str, Any]
 
@@ -375,7 +375,7 @@ class KubernetesCluster:
     def connect(cls, kubeconfig: str | None) -> KubernetesCluster:
         from kubernetes import client
 
-        from quotaguard.kubeclient import api_client as connect
+        from quotaguard.kube.client import api_client as connect
 
         api_client = connect(kubeconfig)
         return cls(client.CoreV1Api(api_client), client.AdmissionregistrationV1Api(api_client))
@@ -538,7 +538,7 @@ def register(verbs: Any) -> None:
 
 
 def _timedelta(flag: str, value: str) -> datetime.timedelta:
-    from quotaguard.quantity import QuantityError, parse_duration
+    from quotaguard.kube.quantity import QuantityError, parse_duration
 
     try:
         seconds = parse_duration(value)

@@ -81,7 +81,7 @@ def _get_json(api: Any, path: str) -> Any:
 
 def _list_cluster(kubeconfig: str, context: str | None, backend: str) -> list[Any]:
     """Every object the planner reads, listed once each, as plain dicts."""
-    from quotaguard.kubeclient import api_client
+    from quotaguard.kube.client import api_client
 
     # One retry, then say so: a person is waiting.
     api = api_client(kubeconfig, context=context, retries=1)

@@ -72,15 +72,15 @@ def _positive(text: str) -> float:
 def run(args: argparse.Namespace) -> int:
     import asyncio
 
-    from quotaguard.observability import configure_logging
     from quotaguard.policy.problems import PolicyInvalid
-    from quotaguard.serving import (
+    from quotaguard.serve.components import (
         EXIT_USAGE,
         ServeOptions,
         StartupError,
         resolve_components,
         serve,
     )
+    from quotaguard.serve.observability import configure_logging
 
     configure_logging(args.log_level)
     components = tuple(name.strip() for name in args.components.split(",") if name.strip())

@@ -23,10 +23,10 @@ def register(verbs: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from quotaguard.admission.suites import LoadedSuite, SuiteInvalid, load_suites, run_case
     from quotaguard.policy.loader import load_policy_file, policy_files
     from quotaguard.policy.model import TenantPolicy
     from quotaguard.policy.problems import PolicyInvalid
-    from quotaguard.policytest import LoadedSuite, SuiteInvalid, load_suites, run_case
 
     suites: list[LoadedSuite] = []
     for file, explicit in policy_files(args.paths):

@@ -7,7 +7,7 @@ import contextlib
 
 from quotaguard.controller.kube import KubeClients
 from quotaguard.controller.loop import Controller, ControllerSettings
-from quotaguard.serving import ServeContext, StartupError
+from quotaguard.serve.components import ServeContext, StartupError
 
 SHARED_KEY = "controller"
 

@@ -16,8 +16,8 @@ from decimal import ROUND_HALF_EVEN, Decimal
 from fractions import Fraction
 from typing import Any
 
+from quotaguard.kube.quantity import QuantityError, parse_quantity
 from quotaguard.policy.model import TenantPolicy
-from quotaguard.quantity import QuantityError, parse_quantity
 from quotaguard.quota.cluster import ResourceQuota
 
 JsonObject = dict[str, Any]

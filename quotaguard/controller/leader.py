@@ -22,7 +22,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
-from quotaguard.kubeclient import status_code
+from quotaguard.kube.client import status_code
 
 log = logging.getLogger(__name__)
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from quotaguard.podspec import pod_gpus
+from quotaguard.kube.podspec import pod_gpus
 from quotaguard.quota.cluster import QUEUE_LABEL, TERMINATED_PHASES, VOLCANO_GROUP_ANNOTATION
 
 JsonObject = dict[str, Any]

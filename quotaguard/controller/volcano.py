@@ -15,8 +15,8 @@ import copy
 from collections.abc import Mapping
 from typing import Any
 
+from quotaguard.kube.quantity import QuantityError, parse_quantity
 from quotaguard.policy.model import TenantPolicy
-from quotaguard.quantity import QuantityError, parse_quantity
 from quotaguard.quota.cluster import ResourceQuota
 from quotaguard.quota.diff import volcano_weight
 

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from quotaguard.controller.backoff import Backoff
-from quotaguard.kubeclient import status_code
+from quotaguard.kube.client import status_code
 
 log = logging.getLogger(__name__)
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from quotaguard.kubeclient import status_code
+from quotaguard.kube.client import status_code
 
 log = logging.getLogger(__name__)
 

@@ -9,11 +9,11 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import Any
 
+from quotaguard.kube.quantity import QuantityError, parse_duration, parse_quantity
 from quotaguard.policy.catalogue import matching_profiles
 from quotaguard.policy.globs import globs_intersect, witness
 from quotaguard.policy.model import BEST_FIT, DEFAULT_EXEMPT
 from quotaguard.policy.problems import Problem
-from quotaguard.quantity import QuantityError, parse_duration, parse_quantity
 
 
 def _map(value: object) -> Mapping[str, Any]:

@@ -22,8 +22,8 @@ from pydantic import (
 )
 from pydantic.alias_generators import to_camel
 
-from quotaguard.quantity import QuantityError, format_bytes, format_duration, parse_duration
-from quotaguard.quantity import parse_quantity as _parse_quantity
+from quotaguard.kube.quantity import QuantityError, format_bytes, format_duration, parse_duration
+from quotaguard.kube.quantity import parse_quantity as _parse_quantity
 
 API_VERSION = "quotaguard.dev/v1alpha1"
 KIND = "TenantPolicy"

@@ -17,8 +17,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from quotaguard.podspec import pod_gpus
-from quotaguard.quantity import QuantityError, parse_gpu_count, parse_quantity
+from quotaguard.kube.podspec import pod_gpus
+from quotaguard.kube.quantity import QuantityError, parse_gpu_count, parse_quantity
 
 KUEUE_GROUP = "kueue.x-k8s.io"
 VOLCANO_SCHEDULING_GROUP = "scheduling.volcano.sh"

@@ -1,4 +1,4 @@
-"""Grouped bar chart as inline SVG (the line charts come from `quotaguard.simulate.charts`).
+"""Grouped bar chart as inline SVG (the line charts come from `quotaguard.charts.svg`).
 
 Every text that reaches the SVG is escaped here; callers pass plain strings.
 """

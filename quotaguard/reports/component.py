@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from quotaguard.reports.http import ReportSource, report_routes
-from quotaguard.serving import ServeContext
+from quotaguard.serve.components import ServeContext
 
 CONTROLLER_KEY = "controller"  # what the controller component puts in ctx.shared
 

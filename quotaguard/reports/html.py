@@ -10,9 +10,9 @@ from collections.abc import Mapping, Sequence
 from html import escape
 from typing import Any
 
+from quotaguard.charts.svg import Line, color, line_chart
 from quotaguard.reports.bars import Series, grouped_bars
 from quotaguard.reports.history import HistoryPoint
-from quotaguard.simulate.charts import Line, color, line_chart
 
 STYLE = """
 body{font:14px/1.45 system-ui,-apple-system,Segoe UI,sans-serif;margin:1.5em auto;

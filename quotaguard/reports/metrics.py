@@ -12,7 +12,7 @@ from typing import Any, Final
 
 from prometheus_client import Counter, Gauge
 
-from quotaguard.observability import REGISTRY
+from quotaguard.serve.observability import REGISTRY
 
 _TENANT_CLASS = ("tenant", "class")
 

@@ -13,7 +13,7 @@ from typing import Any
 
 from quotaguard.admission.engine import review_offline
 from quotaguard.admission.reviews import BadReview, make_review
-from quotaguard.podspec import pod_gpus, pod_templates, workload_kind
+from quotaguard.kube.podspec import pod_gpus, pod_templates, workload_kind
 from quotaguard.policy.model import TenantPolicy
 from quotaguard.simulate.queueing import Request, request_of
 from quotaguard.simulate.trace import Trace

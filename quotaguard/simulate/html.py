@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from html import escape
 
-from quotaguard.simulate.charts import Line, color, line_chart, stacked_chart
+from quotaguard.charts.svg import Line, color, line_chart, stacked_chart
 from quotaguard.simulate.engine import Series
 from quotaguard.simulate.report import headline, summary_rows, tenant_rows, verdict
 from quotaguard.simulate.simulation import Simulation

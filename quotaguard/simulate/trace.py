@@ -32,9 +32,9 @@ from typing import Any
 
 import yaml
 
+from quotaguard.kube.quantity import QuantityError, parse_duration, parse_quantity
 from quotaguard.policy.problems import Path as FieldPath
 from quotaguard.policy.problems import format_path
-from quotaguard.quantity import QuantityError, parse_duration, parse_quantity
 from quotaguard.quota.cluster import Node, Pod, SnapshotError, load_snapshot
 
 TOP_FIELDS = frozenset({"horizon", "nodes", "snapshot", "workloads", "description", "manifests"})

@@ -6,8 +6,8 @@ import logging
 
 from aiohttp import web
 
-from quotaguard.serving import ServeContext, StartupError
-from quotaguard.tlsreload import CertificateError, ReloadingCertificate
+from quotaguard.serve.components import ServeContext, StartupError
+from quotaguard.serve.tlsreload import CertificateError, ReloadingCertificate
 from quotaguard.webhook.server import IN_FLIGHT_KEY, InFlight, build_webhook_app
 
 log = logging.getLogger("quotaguard.webhook")

@@ -26,9 +26,13 @@ from aiohttp import web
 from quotaguard.admission import engine
 from quotaguard.admission.reviews import AdmissionReview, BadReview, encode_json
 from quotaguard.admission.sparse import decode_review_body
-from quotaguard.observability import ADMISSION_DURATION, ADMISSION_IN_FLIGHT, ADMISSION_REQUESTS
 from quotaguard.policy.model import TenantPolicy
-from quotaguard.policystore import PolicyStore
+from quotaguard.serve.observability import (
+    ADMISSION_DURATION,
+    ADMISSION_IN_FLIGHT,
+    ADMISSION_REQUESTS,
+)
+from quotaguard.serve.policystore import PolicyStore
 
 log = logging.getLogger("quotaguard.webhook")
 

@@ -9,7 +9,7 @@ import pytest
 from cryptography import x509
 from cryptography.x509.oid import ExtendedKeyUsageOID
 
-from quotaguard.certs import (
+from quotaguard.certs.builders import (
     CertificateInputError,
     CertSettings,
     KeyPair,

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from quotaguard.certs import CertSettings, load_certificates
+from quotaguard.certs.builders import CertSettings, load_certificates
 from quotaguard.cli import main
 from quotaguard.commands import certs as command
 from quotaguard.commands.certs import (

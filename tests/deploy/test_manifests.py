@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from quotaguard.certs import service_dns_names
+from quotaguard.certs.builders import service_dns_names
 from quotaguard.cli import build_parser
 from quotaguard.policy.loader import load_policy_file, load_policy_text
 from tests.deploy.manifests import (

@@ -12,7 +12,6 @@ from typing import Any
 from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 
-from quotaguard.observability import REGISTRY
 from quotaguard.policy.loader import load_policy_text
 from quotaguard.quota.capacity import capacities_from_totals
 from quotaguard.quota.demand import ClassDemand
@@ -22,6 +21,7 @@ from quotaguard.reports.history import QuotaHistory, points_for_span
 from quotaguard.reports.html import render_report_page
 from quotaguard.reports.http import report_routes
 from quotaguard.reports.metrics import QUOTA_NOMINAL, TENANT_WEIGHT, publish_report
+from quotaguard.serve.observability import REGISTRY
 
 POLICY = load_policy_text(
     """

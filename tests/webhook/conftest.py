@@ -18,9 +18,9 @@ import trustme
 from aiohttp import web
 
 from quotaguard.admission import engine
-from quotaguard.httpserver import build_http_app
-from quotaguard.policystore import PolicyStore
-from quotaguard.tlsreload import ReloadingCertificate
+from quotaguard.serve.http import build_http_app
+from quotaguard.serve.policystore import PolicyStore
+from quotaguard.serve.tlsreload import ReloadingCertificate
 from quotaguard.webhook.server import ReviewFunction, build_webhook_app
 
 SAMPLE_POLICY = Path(__file__).resolve().parents[2] / "config" / "policy.yaml"

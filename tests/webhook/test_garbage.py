@@ -10,8 +10,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from quotaguard.policystore import PolicyStore
-from quotaguard.tlsreload import ReloadingCertificate
+from quotaguard.serve.policystore import PolicyStore
+from quotaguard.serve.tlsreload import ReloadingCertificate
 
 from .conftest import Certificates, Client, LiveServer
 

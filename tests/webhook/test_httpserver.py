@@ -11,8 +11,8 @@ from typing import Any
 
 from aiohttp import web
 
-from quotaguard.httpserver import STORE_KEY, build_http_app
-from quotaguard.policystore import PolicyStore
+from quotaguard.serve.http import STORE_KEY, build_http_app
+from quotaguard.serve.policystore import PolicyStore
 
 from .conftest import LiveServer
 

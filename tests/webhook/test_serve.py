@@ -20,9 +20,15 @@ from typing import Any
 import pytest
 from aiohttp import web
 
-from quotaguard import serving
 from quotaguard.admission.reviews import make_review
-from quotaguard.serving import ServeContext, ServeOptions, StartupError, resolve_components, serve
+from quotaguard.serve import components as serving
+from quotaguard.serve.components import (
+    ServeContext,
+    ServeOptions,
+    StartupError,
+    resolve_components,
+    serve,
+)
 
 from .conftest import Certificates
 

@@ -12,9 +12,9 @@ import aiohttp
 import pytest
 
 from quotaguard.admission.reviews import make_review
-from quotaguard.observability import REGISTRY
-from quotaguard.policystore import PolicyStore
-from quotaguard.tlsreload import ReloadingCertificate
+from quotaguard.serve.observability import REGISTRY
+from quotaguard.serve.policystore import PolicyStore
+from quotaguard.serve.tlsreload import ReloadingCertificate
 from quotaguard.webhook.server import MAX_BODY_BYTES
 
 from .conftest import Certificates, Client, LiveServer

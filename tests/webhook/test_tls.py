@@ -9,8 +9,8 @@ import warnings
 
 import pytest
 
-from quotaguard.observability import REGISTRY
-from quotaguard.tlsreload import CertificateError, ReloadingCertificate
+from quotaguard.serve.observability import REGISTRY
+from quotaguard.serve.tlsreload import CertificateError, ReloadingCertificate
 
 from .conftest import Certificates, LiveServer, der
 

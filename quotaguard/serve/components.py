@@ -24,8 +24,8 @@ from typing import Any, Literal
 
 from aiohttp import web
 
-from quotaguard.httpserver import ReadinessCheck, build_http_app
-from quotaguard.policystore import DEFAULT_POLL_INTERVAL, PolicyStore
+from quotaguard.serve.http import ReadinessCheck, build_http_app
+from quotaguard.serve.policystore import DEFAULT_POLL_INTERVAL, PolicyStore
 
 log = logging.getLogger("quotaguard.serve")
 

@@ -10,7 +10,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from quotaguard.quantity import parse_gpu_count
+from quotaguard.kube.quantity import parse_gpu_count
 
 PLAIN_GPU = "nvidia.com/gpu"
 # Resource names that count as GPUs even when no class of the policy names them.

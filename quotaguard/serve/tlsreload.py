@@ -21,7 +21,7 @@ from pathlib import Path
 
 from cryptography import x509
 
-from quotaguard.observability import TLS_CERTIFICATE_EXPIRY, TLS_RELOAD_FAILURES, TLS_RELOADS
+from quotaguard.serve.observability import TLS_CERTIFICATE_EXPIRY, TLS_RELOAD_FAILURES, TLS_RELOADS
 
 log = logging.getLogger("quotaguard.tls")
 

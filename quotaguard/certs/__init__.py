@@ -1,0 +1,1 @@
+"""Webhook serving certificates: pure builders and checks (the `certs` verb drives them)."""

@@ -1,0 +1,1 @@
+"""Inline-SVG charts shared by the reports and the simulator."""

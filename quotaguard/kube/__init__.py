@@ -1,0 +1,1 @@
+"""Kubernetes plumbing every layer may use: API client factory, quantities, pod-spec walker."""
