@@ -11,6 +11,7 @@ from typing import Any
 
 from quotaguard.kube.quantity import QuantityError, parse_duration, parse_quantity
 from quotaguard.policy.catalogue import matching_profiles
+from quotaguard.policy.geometrychecks import check_geometry
 from quotaguard.policy.globs import globs_intersect, witness
 from quotaguard.policy.model import BEST_FIT, DEFAULT_EXEMPT
 from quotaguard.policy.problems import Problem
@@ -53,6 +54,7 @@ def check_policy(document: Mapping[str, Any]) -> list[Problem]:
     for index, tenant in tenants:
         problems += _tenant(index, tenant, class_names, mig_names)
     problems += _rebalance(_map(spec.get("rebalance")))
+    problems += check_geometry(spec)
     return problems
 
 

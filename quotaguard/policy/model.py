@@ -11,7 +11,7 @@ import fnmatch
 import re
 from fractions import Fraction
 from functools import cached_property
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import (
     BaseModel,
@@ -169,6 +169,54 @@ class Rebalance(_Strict):
     manage_queues: bool = False
 
 
+PERCENT = r"^([1-9][0-9]?|100)%$"
+
+
+class SharingConfig(_Strict):
+    """A device plugin time-slicing config (the key the node label
+    `nvidia.com/device-plugin.config` names): each whole GPU offered `replicas` times."""
+
+    replicas: Annotated[int, Field(ge=2, le=64)]
+    # true: offered as nvidia.com/gpu.shared (the device plugin's renameByDefault)
+    rename_by_default: bool = True
+
+    @property
+    def resource(self) -> str:
+        return "nvidia.com/gpu.shared" if self.rename_by_default else "nvidia.com/gpu"
+
+
+class GeometryPool(_Strict):
+    """Nodes whose MIG layout or GPU sharing follows demand, and the layouts they may take."""
+
+    name: Annotated[str, Field(pattern=DNS_LABEL, max_length=63)]
+    node_selector: dict[str, str] = Field(default_factory=dict)
+    # The catalogue's GPU model (A100-80GB, ...); default: from nodeSelector's gpu.product.
+    gpu: str | None = None
+    configs: Annotated[list[Annotated[str, Field(min_length=1)]], Field(min_length=1)]
+    max_changing: int | Annotated[str, Field(pattern=PERCENT)] = 1
+    min_dwell: Seconds = 1800.0
+    drain: Literal["wait", "idle-only"] = "idle-only"
+    # drain: wait gives up (and uncordons) when the GPU pods have not ended by then
+    drain_timeout: Seconds = 3600.0
+
+    def changing_allowed(self, pool_size: int) -> int:
+        """Nodes of the pool that may be changing at once (a percentage rounds down, to 1)."""
+        if isinstance(self.max_changing, int):
+            return max(1, self.max_changing)
+        return max(1, pool_size * int(self.max_changing.rstrip("%")) // 100)
+
+
+class Geometry(_Strict):
+    mode: Literal["apply", "recommend", "off"] = "recommend"
+    # How long a node serves nothing while mig-manager applies a layout (the simulator's figure)
+    reconfigure_time: Seconds = 300.0
+    # A change not reported success by then counts as failed
+    change_timeout: Seconds = 1800.0
+    mig_configs: dict[str, Any] | None = None  # mig-parted format: version, mig-configs
+    sharing_configs: dict[str, SharingConfig] = Field(default_factory=dict)
+    pools: list[GeometryPool] = Field(default_factory=list)
+
+
 class Metadata(BaseModel):
     model_config = ConfigDict(extra="allow", frozen=True)
 
@@ -183,6 +231,7 @@ class PolicySpec(_Strict):
     gpu_classes: Annotated[list[GpuClass], Field(min_length=1)]
     tenants: list[Tenant] = Field(default_factory=list)
     rebalance: Rebalance = Field(default_factory=Rebalance)
+    geometry: Geometry | None = None
 
 
 class TenantPolicy(_Strict):

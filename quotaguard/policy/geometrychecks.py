@@ -1,0 +1,165 @@
+"""Checks of `spec.geometry`: every config a pool may take exists for the pool's GPU and fits it.
+
+Like `checks.py`, they read the raw document defensively so they run next to schema errors.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+from quotaguard.policy.migconfig import (
+    GPUS,
+    MIG_CONFIG_LABEL,
+    builtin_configs,
+    config_problems,
+    gpu_model,
+    node_resources,
+    parse_mig_configs,
+)
+from quotaguard.policy.problems import Problem
+
+SHARING_CONFIG_LABEL = "nvidia.com/device-plugin.config"
+BASE = ("spec", "geometry")
+
+
+def _map(value: object) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
+
+
+def _labels(value: object) -> dict[str, str]:
+    return {str(k): str(v) for k, v in _map(value).items()}
+
+
+def check_geometry(spec: Mapping[str, Any]) -> list[Problem]:
+    geometry = spec.get("geometry")
+    if not isinstance(geometry, Mapping):
+        return []
+    problems: list[Problem] = []
+    mig_configs: dict[str, Any] = {}
+    if geometry.get("migConfigs") is not None:
+        mig_configs, found = parse_mig_configs(geometry["migConfigs"], (*BASE, "migConfigs"))
+        problems += found
+    sharing = _map(geometry.get("sharingConfigs"))
+    for name in sharing:
+        if name in mig_configs:
+            problems.append(
+                Problem(
+                    (*BASE, "sharingConfigs", name),
+                    f"{name!r} names a MIG config too; a pool config name must say one layout",
+                )
+            )
+    pools = geometry.get("pools")
+    items = (
+        [(i, p) for i, p in enumerate(pools) if isinstance(p, Mapping)]
+        if isinstance(pools, list)
+        else []
+    )
+    seen: dict[str, int] = {}
+    for index, pool in items:
+        pool_name = pool.get("name")
+        if isinstance(pool_name, str):
+            if pool_name in seen:
+                problems.append(
+                    Problem(
+                        (*BASE, "pools", index, "name"),
+                        f"duplicate pool name {pool_name!r} (first defined at index "
+                        f"{seen[pool_name]})",
+                    )
+                )
+            seen.setdefault(pool_name, index)
+        problems += _pool(index, pool, mig_configs, sharing, spec)
+    if geometry.get("mode") == "apply" and not items:
+        problems.append(
+            Problem((*BASE, "mode"), "mode apply without pools changes nothing", "warning")
+        )
+    return problems
+
+
+def _pool(
+    index: int,
+    pool: Mapping[str, Any],
+    mig_configs: Mapping[str, Any],
+    sharing: Mapping[str, Any],
+    spec: Mapping[str, Any],
+) -> Iterator[Problem]:
+    path = (*BASE, "pools", index)
+    selector = _labels(pool.get("nodeSelector"))
+    stated = pool.get("gpu")
+    if isinstance(stated, str) and stated not in GPUS:
+        yield Problem((*path, "gpu"), f"unknown GPU model {stated!r}; known: {', '.join(GPUS)}")
+        return
+    gpu = stated if isinstance(stated, str) else gpu_model(selector)
+    if not selector:
+        yield Problem(
+            (*path, "nodeSelector"),
+            "a pool without nodeSelector takes every GPU node of the cluster",
+            "warning",
+        )
+    configs = pool.get("configs")
+    if not isinstance(configs, list):
+        return
+    builtin = builtin_configs(gpu) if gpu else {}
+    for position, name in enumerate(configs):
+        if not isinstance(name, str):
+            continue
+        where = (*path, "configs", position)
+        if name in sharing:
+            offered = _sharing_resources(sharing[name])
+            labels = {**selector, SHARING_CONFIG_LABEL: name}
+            yield from _offers(where, name, offered, labels, spec)
+            continue
+        config = mig_configs.get(name) or builtin.get(name)
+        if config is None:
+            if gpu is None and name.startswith("all-"):
+                yield Problem(
+                    where,
+                    f"cannot tell the GPU model of pool {pool.get('name')!r} to find the built-in "
+                    f"config {name!r}; set gpu or nodeSelector nvidia.com/gpu.product",
+                )
+            else:
+                known = sorted({*mig_configs, *sharing, *builtin})
+                yield Problem(
+                    where,
+                    f"unknown config {name!r}; known for {gpu or 'this pool'}: {', '.join(known)}",
+                )
+            continue
+        if gpu is None:
+            continue
+        for message in config_problems(config, gpu):
+            yield Problem(where, message)
+        resources = node_resources(config, gpu, 1)
+        yield from _offers(where, name, resources, {**selector, MIG_CONFIG_LABEL: name}, spec)
+
+
+def _sharing_resources(raw: object) -> dict[str, int]:
+    config = _map(raw)
+    replicas = config.get("replicas")
+    if not isinstance(replicas, int):
+        return {}
+    rename = config.get("renameByDefault", True)
+    return {"nvidia.com/gpu.shared" if rename is not False else "nvidia.com/gpu": replicas}
+
+
+def _offers(
+    where: tuple[str | int, ...],
+    name: str,
+    resources: Mapping[str, int],
+    labels: Mapping[str, str],
+    spec: Mapping[str, Any],
+) -> Iterator[Problem]:
+    """A warning for every resource the layout offers that no GPU class counts."""
+    classes = [c for c in spec.get("gpuClasses") or [] if isinstance(c, Mapping)]
+    for resource in resources:
+        counted = any(
+            c.get("resource") == resource
+            and all(labels.get(k) == v for k, v in _labels(c.get("nodeSelector")).items())
+            for c in classes
+        )
+        if not counted:
+            yield Problem(
+                where,
+                f"config {name!r} offers {resource}, which no GPU class counts on this pool's "
+                "nodes: it would be capacity no tenant can get",
+                "warning",
+            )
