@@ -81,6 +81,62 @@ GO_BUILD_PARALLELISM = "2"
 # subresource as upstream; no field validation).
 VOLCANO_CRD_FILE = Path(__file__).resolve().parent / "crds" / "volcano.yaml"
 
+# The CRDs of the workload kinds Kueue integrates, from their modules at the exact versions
+# Kueue v0.17.0's go.mod builds against (the proxy serves those, and Kueue's build downloads
+# them anyway). Optional, and installed only in clusters started with workload_crds=True: they
+# are ~11 MB of schema that every other cluster would pay for at start. training-operator's
+# mpijobs.kubeflow.org is the v1 API; Kueue integrates v2beta1, from mpi-operator.
+# (directory, module, version, files in the module)
+WORKLOAD_CRDS: tuple[tuple[str, str, str, tuple[str, ...]], ...] = (
+    (
+        "lws",
+        "sigs.k8s.io/lws",
+        "v0.8.0",
+        ("config/crd/bases/leaderworkerset.x-k8s.io_leaderworkersets.yaml",),
+    ),
+    (
+        "kuberay",
+        "github.com/ray-project/kuberay/ray-operator",
+        "v1.6.0",
+        tuple(
+            f"config/crd/bases/ray.io_{k}.yaml" for k in ("rayjobs", "rayclusters", "rayservices")
+        ),
+    ),
+    (
+        "training-operator",
+        "github.com/kubeflow/training-operator",
+        "v1.9.3",
+        tuple(
+            f"manifests/base/crds/kubeflow.org_{k}.yaml"
+            for k in ("pytorchjobs", "tfjobs", "xgboostjobs", "paddlejobs", "jaxjobs")
+        ),
+    ),
+    (
+        "mpi-operator",
+        "github.com/kubeflow/mpi-operator",
+        "v0.8.0",
+        ("manifests/base/kubeflow.org_mpijobs.yaml",),
+    ),
+    (
+        "trainer",
+        "github.com/kubeflow/trainer/v2",
+        "v2.2.0",
+        tuple(
+            f"manifests/base/crds/trainer.kubeflow.org_{k}.yaml"
+            for k in ("trainjobs", "trainingruntimes", "clustertrainingruntimes")
+        ),
+    ),
+    (
+        "appwrapper",
+        "github.com/project-codeflare/appwrapper",
+        "v1.2.0",
+        ("config/crd/bases/workload.codeflare.dev_appwrappers.yaml",),
+    ),
+)
+# Kueue's own webhook registrations (the kustomize base its release renders, before the
+# `kueue-` name prefix), for the e2e tests that run Kueue with its webhooks on.
+KUEUE_WEBHOOK_SUBDIR = "config/components/webhook"
+
 
 def cache_dir() -> Path:
     """The cache root: $QUOTAGUARD_E2E_CACHE or ~/.cache/quotaguard-e2e."""
@@ -102,6 +158,9 @@ class Toolchain:
     kubectl: Path
     kwok_stages: Path
     crd_dirs: tuple[Path, ...]
+    # Optional parts (not in missing()): each workload kind's CRDs, Kueue's webhook manifests.
+    workload_crd_dirs: tuple[Path, ...] = ()
+    kueue_webhook_dir: Path | None = None
 
     def missing(self) -> list[str]:
         paths = [
@@ -379,6 +438,57 @@ def copy_crds(layout: Layout, *, force: bool) -> list[str]:
     return failed
 
 
+def workload_crd_dirs(layout: Layout) -> tuple[Path, ...]:
+    return tuple(
+        layout.root / "workload-crds" / f"{name}-{version}" for name, _, version, _ in WORKLOAD_CRDS
+    )
+
+
+def kueue_webhook_dir(layout: Layout) -> Path:
+    return layout.root / "kueue" / f"webhook-{KUEUE_VERSION}"
+
+
+def copy_optional_manifests(layout: Layout, *, force: bool) -> list[str]:
+    """Copy the workload CRDs and Kueue's webhook manifests out of the module cache; return
+    what failed (those tests skip), never raise."""
+    sources = [
+        (dest, module, version, files)
+        for dest, (_, module, version, files) in zip(
+            workload_crd_dirs(layout), WORKLOAD_CRDS, strict=True
+        )
+    ]
+    webhook_files = ("manifests.yaml", "service.yaml", "kustomization.yaml", "kustomizeconfig.yaml")
+    sources.append(
+        (
+            kueue_webhook_dir(layout),
+            "sigs.k8s.io/kueue",
+            KUEUE_VERSION,
+            tuple(f"{KUEUE_WEBHOOK_SUBDIR}/{f}" for f in webhook_files),
+        )
+    )
+    failed: list[str] = []
+    for dest, module, version, files in sources:
+        key = stamp_key(module, version, *files)
+        stamp = f"{dest.parent.name}-{dest.name}"
+        if not force and layout.stamp_ok(stamp, key, dest):
+            continue
+        try:
+            src = module_dir(module, version, cwd=layout.root)
+            missing = [f for f in files if not (src / f).is_file()]
+            if missing:
+                raise BuildError(f"{module}@{version} has no {', '.join(missing)}")
+        except BuildError as err:
+            failed.append(f"{module}@{version}: {err}")
+            continue
+        shutil.rmtree(dest, ignore_errors=True)
+        dest.mkdir(parents=True)
+        for f in files:
+            shutil.copyfile(src / f, dest / Path(f).name)
+            (dest / Path(f).name).chmod(0o644)
+        layout.write_stamp(stamp, key)
+    return failed
+
+
 # --------------------------------------------------------------------------------------------
 # Entry points
 
@@ -397,6 +507,8 @@ def toolchain(layout: Layout | None = None) -> Toolchain:
         kubectl=kubectl,
         kwok_stages=layout.stages,
         crd_dirs=crd_dirs(layout),
+        workload_crd_dirs=workload_crd_dirs(layout),
+        kueue_webhook_dir=kueue_webhook_dir(layout),
     )
 
 
@@ -419,6 +531,10 @@ def ensure_toolchain(*, force: bool = False, log: bool = True) -> Toolchain:
 
     failed: list[str] = []
     step("crds", lambda: failed.extend(copy_crds(layout, force=force)))
+    step(
+        "workload crds (optional)",
+        lambda: failed.extend(copy_optional_manifests(layout, force=force)),
+    )
     step("kwok-stages", lambda: write_kwok_stages(layout, force=force))
     step("etcd", lambda: build_etcd(layout, force=force))
     step("kwok", lambda: build_kwok(layout, force=force))

@@ -434,6 +434,7 @@ class Cluster:
         controllers: bool = False,
         kwok: bool = True,
         crds: bool = True,
+        extra_crd_dirs: Sequence[Path] = (),
         verbose: bool = False,
     ) -> None:
         self.toolchain = toolchain
@@ -442,6 +443,7 @@ class Cluster:
         self.with_controllers = controllers
         self.with_kwok = kwok
         self.with_crds = crds
+        self.extra_crd_dirs = tuple(extra_crd_dirs)
         self.verbose = verbose
         self.pki = Pki(self.workdir / "pki")
         self.etcd_port = free_port()
@@ -637,9 +639,10 @@ class Cluster:
         except (urllib.error.URLError, OSError):
             return False
 
-    def install_crds(self, timeout: float = 120) -> None:
-        """Create the Kueue, JobSet and Volcano CRDs and wait until all are Established."""
-        for directory in self.toolchain.crd_dirs:
+    def install_crds(self, timeout: float = 120, directories: Sequence[Path] = ()) -> None:
+        """Create the Kueue, JobSet and Volcano CRDs (and those in `extra_crd_dirs`), or only
+        those in `directories`, and wait until all are Established."""
+        for directory in directories or (*self.toolchain.crd_dirs, *self.extra_crd_dirs):
             if any(directory.glob("*.yaml")):
                 # create, not apply: the cluster is new, and server-side apply of Kueue's large
                 # schemas costs seconds of managed-fields bookkeeping.

@@ -62,10 +62,7 @@ def cluster(toolchain: build.Toolchain) -> Iterator[Cluster]:
     _finish(c)
 
 
-@pytest.fixture
-def make_cluster(toolchain: build.Toolchain) -> Iterator[Callable[..., Cluster]]:
-    """A factory for a private cluster (same keyword arguments as Cluster), stopped after the
-    test: for tests that restart or break the control plane."""
+def _factory(toolchain: build.Toolchain) -> Iterator[Callable[..., Cluster]]:
     started: list[Cluster] = []
 
     def factory(**kwargs: Any) -> Cluster:
@@ -76,6 +73,20 @@ def make_cluster(toolchain: build.Toolchain) -> Iterator[Callable[..., Cluster]]
     yield factory
     for c in started:
         _finish(c)
+
+
+@pytest.fixture
+def make_cluster(toolchain: build.Toolchain) -> Iterator[Callable[..., Cluster]]:
+    """A factory for a private cluster (same keyword arguments as Cluster), stopped after the
+    test: for tests that restart or break the control plane."""
+    yield from _factory(toolchain)
+
+
+@pytest.fixture(scope="module")
+def make_module_cluster(toolchain: build.Toolchain) -> Iterator[Callable[..., Cluster]]:
+    """The same factory, for a private cluster one module's tests share (stopped after the
+    module): for a control plane set up differently from the session's, e.g. with Kueue."""
+    yield from _factory(toolchain)
 
 
 @pytest.hookimpl(wrapper=True)

@@ -11,7 +11,7 @@ import os
 import sys
 import time
 import urllib.request
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -25,6 +25,7 @@ from e2e.cluster import (
     free_port,
     http_ok,
     mig_node,
+    rewrite_webhook_configurations,
     shared_gpu_node,
     wait_until,
     whole_gpu_node,
@@ -618,9 +619,44 @@ def history_problems(
 KUEUE_METRICS_CERTS = Path("/etc/kueue/metrics/certs")  # fixed in Kueue's main without cert mgmt
 
 
-def kueue_configuration(health_port: int, webhook_port: int, cert_dir: Path) -> dict[str, Any]:
+# Kueue's integrations (frameworks) and the CRD each needs; None: a built-in kind.
+KUEUE_FRAMEWORKS: dict[str, str | None] = {
+    "batch/job": None,
+    "pod": None,
+    "deployment": None,
+    "statefulset": None,
+    "jobset.x-k8s.io/jobset": "jobsets.jobset.x-k8s.io",
+    "leaderworkerset.x-k8s.io/leaderworkerset": "leaderworkersets.leaderworkerset.x-k8s.io",
+    "ray.io/rayjob": "rayjobs.ray.io",
+    "ray.io/raycluster": "rayclusters.ray.io",
+    "ray.io/rayservice": "rayservices.ray.io",
+    "kubeflow.org/pytorchjob": "pytorchjobs.kubeflow.org",
+    "kubeflow.org/tfjob": "tfjobs.kubeflow.org",
+    "kubeflow.org/xgboostjob": "xgboostjobs.kubeflow.org",
+    "kubeflow.org/paddlejob": "paddlejobs.kubeflow.org",
+    "kubeflow.org/jaxjob": "jaxjobs.kubeflow.org",
+    "kubeflow.org/mpijob": "mpijobs.kubeflow.org",
+    "trainer.kubeflow.org/trainjob": "trainjobs.trainer.kubeflow.org",
+    "workload.codeflare.dev/appwrapper": "appwrappers.workload.codeflare.dev",
+}
+KUEUE_WEBHOOK_PREFIX = "kueue-"  # the namePrefix of Kueue's release manifests
+
+
+def installed_crds(cluster: Cluster) -> set[str]:
+    return {crd["metadata"]["name"] for crd in cluster.get("crds")["items"]}
+
+
+def installed_frameworks(cluster: Cluster) -> list[str]:
+    """Kueue's integrations whose kinds this cluster serves (built-in, or CRD installed)."""
+    crds = installed_crds(cluster)
+    return [name for name, crd in KUEUE_FRAMEWORKS.items() if crd is None or crd in crds]
+
+
+def kueue_configuration(
+    health_port: int, webhook_port: int, cert_dir: Path, frameworks: Sequence[str]
+) -> dict[str, Any]:
     """Kueue's manager Configuration for a process outside the cluster: no leader election,
-    no internal certificates, metrics off, only the batch/job integration."""
+    no internal certificates, metrics off, the given integrations."""
     return {
         "apiVersion": "config.kueue.x-k8s.io/v1beta2",
         "kind": "Configuration",
@@ -630,13 +666,56 @@ def kueue_configuration(health_port: int, webhook_port: int, cert_dir: Path) -> 
         "webhook": {"port": webhook_port, "host": "127.0.0.1", "certDir": str(cert_dir)},
         "leaderElection": {"leaderElect": False},
         "internalCertManagement": {"enable": False},
-        "integrations": {"frameworks": ["batch/job"]},
+        "integrations": {"frameworks": list(frameworks)},
     }
 
 
-def start_kueue(cluster: Cluster, binary: Path) -> Process:
-    """Run Kueue's controller against `cluster`; wait until it is ready. Its webhooks are not
-    registered with the API server: the tests create Workloads directly."""
+def kueue_webhook_configurations(
+    cluster: Cluster, port: int, *, reinvocation_policy: str | None = None
+) -> list[dict[str, Any]]:
+    """Kueue's own Mutating/ValidatingWebhookConfigurations as its release renders them
+    (`kueue-mutating-webhook-configuration`, ...: every webhook of every integration, with
+    their namespaceSelectors), pointed at https://127.0.0.1:<port>. Kueue serves every path
+    (a no-op for an integration that is off). `reinvocation_policy` sets it on every mutating
+    webhook (Kueue ships none, which is Never)."""
+    directory = cluster.toolchain.kueue_webhook_dir
+    if directory is None or not (directory / "manifests.yaml").exists():
+        raise FileNotFoundError(f"Kueue's webhook manifests are missing ({directory}): e2e.build")
+    rendered = [
+        doc
+        for doc in yaml.safe_load_all(cluster.kubectl("kustomize", str(directory)).stdout)
+        if doc and doc["kind"].endswith("WebhookConfiguration")
+    ]
+    for doc in rendered:
+        doc["metadata"]["name"] = KUEUE_WEBHOOK_PREFIX + doc["metadata"]["name"]
+        if reinvocation_policy and doc["kind"] == "MutatingWebhookConfiguration":
+            for hook in doc["webhooks"]:
+                hook["reinvocationPolicy"] = reinvocation_policy
+    ca_bundle = base64.b64encode(cluster.pki.ca_pem).decode()
+    return rewrite_webhook_configurations(rendered, port=port, ca_bundle=ca_bundle)
+
+
+@dataclass
+class KueueProcess:
+    """Kueue's controller started by `start_kueue`, and its registered webhooks (if any)."""
+
+    process: Process
+    webhook_port: int
+    frameworks: list[str]
+    webhooks: list[dict[str, Any]]
+
+
+def start_kueue(
+    cluster: Cluster,
+    binary: Path,
+    *,
+    webhooks: bool = True,
+    frameworks: Sequence[str] | None = None,
+    reinvocation_policy: str | None = None,
+) -> KueueProcess:
+    """Run Kueue's controller against `cluster` with the integrations of the kinds the cluster
+    serves (or `frameworks`); wait until it is ready; then (webhooks) register its webhook
+    configurations with the API server, as Kueue's release does."""
     cert_dir = cluster.workdir / "kueue-certs"
     cert_dir.mkdir(parents=True, exist_ok=True)
     serving = cluster.serving_cert("kueue-webhook")
@@ -646,10 +725,11 @@ def start_kueue(cluster: Cluster, binary: Path) -> Process:
     for name in ("tls.crt", "tls.key"):
         if not (KUEUE_METRICS_CERTS / name).exists():
             (KUEUE_METRICS_CERTS / name).write_bytes((cert_dir / name).read_bytes())
-    health_port = free_port()
+    health_port, webhook_port = free_port(), free_port()
+    chosen = list(frameworks) if frameworks is not None else installed_frameworks(cluster)
     config = write_document(
         cluster.workdir / "kueue-config.yaml",
-        kueue_configuration(health_port, free_port(), cert_dir),
+        kueue_configuration(health_port, webhook_port, cert_dir, chosen),
     )
     cluster.create_namespace("kueue-system")
     process = cluster.start_process(
@@ -667,7 +747,13 @@ def start_kueue(cluster: Cluster, binary: Path) -> Process:
         return http_ok(f"http://127.0.0.1:{health_port}/readyz")
 
     wait_until(ready, timeout=60, what="Kueue controller /readyz")
-    return process
+    registered: list[dict[str, Any]] = []
+    if webhooks:
+        registered = kueue_webhook_configurations(
+            cluster, webhook_port, reinvocation_policy=reinvocation_policy
+        )
+        cluster.apply(registered)
+    return KueueProcess(process, webhook_port, chosen, registered)
 
 
 def workload_conditions(cluster: Cluster, name: str, namespace: str) -> dict[str, str]:

@@ -65,7 +65,7 @@ def test_config_applies_with_server_dry_run(cluster: Cluster) -> None:
     for expected in (
         "deployment.apps/quotaguard-webhook",
         "deployment.apps/quotaguard-controller",
-        "mutatingwebhookconfiguration.admissionregistration.k8s.io/quotaguard-mutating",
+        "mutatingwebhookconfiguration.admissionregistration.k8s.io/00-quotaguard-mutating",
         "validatingwebhookconfiguration.admissionregistration.k8s.io/quotaguard-validating",
         "job.batch/quotaguard-certs",
         "cronjob.batch/quotaguard-certs",
@@ -73,7 +73,7 @@ def test_config_applies_with_server_dry_run(cluster: Cluster) -> None:
         assert expected in output
     # Nothing was stored.
     found = cluster.kubectl(
-        "get", "mutatingwebhookconfiguration", "quotaguard-mutating", "--ignore-not-found"
+        "get", "mutatingwebhookconfiguration", "00-quotaguard-mutating", "--ignore-not-found"
     )
     assert found.stdout == ""
 

@@ -478,7 +478,7 @@ def register(verbs: Any) -> None:
     )
     parser.add_argument(
         "--mutating-webhook",
-        default="quotaguard-mutating",
+        default="00-quotaguard-mutating",
         metavar="NAME",
         help="MutatingWebhookConfiguration to write caBundle into",
     )

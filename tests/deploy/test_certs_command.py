@@ -38,7 +38,7 @@ TARGETS = Targets(
     secret="quotaguard-webhook-tls",
     ca_secret="quotaguard-webhook-ca",
     webhook_configurations=(
-        (MUTATING, "quotaguard-mutating"),
+        (MUTATING, "00-quotaguard-mutating"),
         (VALIDATING, "quotaguard-validating"),
     ),
 )
@@ -63,8 +63,8 @@ class FakeCluster:
     def __init__(self) -> None:
         self.secrets: dict[tuple[str, str], dict[str, Any]] = {}
         self.configurations = {
-            (MUTATING, "quotaguard-mutating"): webhook_configuration(
-                MUTATING, "quotaguard-mutating", "mutate"
+            (MUTATING, "00-quotaguard-mutating"): webhook_configuration(
+                MUTATING, "00-quotaguard-mutating", "mutate"
             ),
             (VALIDATING, "quotaguard-validating"): webhook_configuration(
                 VALIDATING, "quotaguard-validating", "validate"
@@ -187,7 +187,7 @@ def test_first_run_creates_ca_then_bundle_then_serving_secret() -> None:
     assert code == 0
     assert cluster.writes == [
         "create Secret quotaguard-webhook-ca",
-        "patch quotaguard-mutating",
+        "patch 00-quotaguard-mutating",
         "patch quotaguard-validating",
         "create Secret quotaguard-webhook-tls",
     ]
@@ -198,7 +198,7 @@ def test_first_run_creates_ca_then_bundle_then_serving_secret() -> None:
     assert cluster.ca_bundles() == {bundle}
     assert "created Secret quotaguard-system/quotaguard-webhook-tls" in out
     assert (
-        "patched caBundle of MutatingWebhookConfiguration quotaguard-mutating"
+        "patched caBundle of MutatingWebhookConfiguration 00-quotaguard-mutating"
         " (4 webhooks: no trust bundle yet)"
     ) in out
 
@@ -259,7 +259,7 @@ def test_ca_rotation_patches_the_bundle_before_the_new_serving_cert_and_keeps_th
     assert code == 0
     assert cluster.writes == [
         "update Secret quotaguard-webhook-ca",
-        "patch quotaguard-mutating",
+        "patch 00-quotaguard-mutating",
         "patch quotaguard-validating",
         "update Secret quotaguard-webhook-tls",
     ]
@@ -282,7 +282,7 @@ def test_missing_webhook_configuration_still_writes_the_secrets_and_fails() -> N
     code, _ = run(cluster)
     assert code == 1
     assert "create Secret quotaguard-webhook-tls" in cluster.writes
-    assert "patch quotaguard-mutating" in cluster.writes
+    assert "patch 00-quotaguard-mutating" in cluster.writes
 
 
 def test_a_secret_from_cert_manager_is_not_touched() -> None:
