@@ -124,11 +124,14 @@ def load_suites(text: str, file: str, *, required: bool) -> list[LoadedSuite]:
     """Every PolicyTest document of a file; other kinds are skipped unless `required`."""
     from ruamel.yaml.error import MarkedYAMLError, YAMLError
 
+    from quotaguard.kube.documents import MANIFEST, DocumentError
     from quotaguard.policy.loader import plain, position, yaml_documents
     from quotaguard.policy.problems import format_path
 
     try:
-        roots = yaml_documents(text)
+        roots = yaml_documents(text, file, MANIFEST)
+    except DocumentError as exc:
+        raise SuiteInvalid([str(exc)]) from exc
     except MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         where = f"{file}:{mark.line + 1}:{mark.column + 1}" if mark else file
@@ -197,14 +200,12 @@ def run_case(policy: TenantPolicy, suite: LoadedSuite, case: Case) -> CaseResult
 
 
 def _object_file(suite: LoadedSuite, case: Case) -> dict[str, Any]:
-    import yaml
+    from quotaguard.kube.documents import MANIFEST, load_json_or_yaml, read_text
 
     assert case.object_file is not None
-    text = (suite.directory / case.object_file).read_text(encoding="utf-8")
-    try:
-        found = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise ValueError(f"not YAML: {exc}") from exc
+    path = suite.directory / case.object_file
+    documents = load_json_or_yaml(read_text(path, MANIFEST), str(path), MANIFEST)
+    found = documents[0] if len(documents) == 1 else None
     if not isinstance(found, dict):
         raise ValueError("does not hold one object")
     return found

@@ -71,28 +71,19 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _read(path: str, name: str) -> list[object]:
-    import yaml
+    from quotaguard.kube.documents import MANIFEST, DocumentError, load_json_or_yaml, read_text
 
     try:
         if path == "-":
-            text = sys.stdin.read()
+            text = sys.stdin.read(MANIFEST.max_bytes + 1)
         else:
-            with open(path, encoding="utf-8") as handle:
-                text = handle.read()
+            text = read_text(path, MANIFEST, name)
+        return load_json_or_yaml(text, name, MANIFEST)
+    except DocumentError as exc:
+        raise InputError(str(exc)) from exc
     except (OSError, UnicodeDecodeError) as exc:
         reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
         raise InputError(f"{name}: cannot read: {reason}") from exc
-    try:
-        return [json.loads(text)]
-    except ValueError:
-        pass
-    try:
-        return [doc for doc in yaml.safe_load_all(text) if doc is not None]
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f"{name}:{mark.line + 1}:{mark.column + 1}" if mark else name
-        problem = getattr(exc, "problem", None) or exc
-        raise InputError(f"{where}: neither JSON nor YAML: {problem}") from exc
 
 
 def _reviews(documents: list[object], name: str, namespace: str | None) -> list[tuple[str, object]]:

@@ -24,6 +24,7 @@ def register(verbs: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from quotaguard.admission.suites import LoadedSuite, SuiteInvalid, load_suites, run_case
+    from quotaguard.kube.documents import MANIFEST, DocumentError, read_text
     from quotaguard.policy.loader import load_policy_file, policy_files
     from quotaguard.policy.model import TenantPolicy
     from quotaguard.policy.problems import PolicyInvalid
@@ -34,8 +35,11 @@ def run(args: argparse.Namespace) -> int:
             print(f"{file}: no such file or directory", file=sys.stderr)
             return 2
         try:
-            text = Path(file).read_text(encoding="utf-8")
+            text = read_text(file, MANIFEST)
             suites.extend(load_suites(text, file, required=explicit))
+        except DocumentError as exc:
+            print(exc, file=sys.stderr)
+            return 2
         except (OSError, UnicodeDecodeError) as exc:
             print(f"{file}: cannot read: {exc}", file=sys.stderr)
             return 2

@@ -21,6 +21,7 @@ from ruamel.yaml import YAML
 from ruamel.yaml.comments import CommentedMap, CommentedSeq
 from ruamel.yaml.error import MarkedYAMLError, YAMLError
 
+from quotaguard.kube.documents import POLICY, DocumentError, Limits, check_yaml, read_text
 from quotaguard.policy.checks import check_policy
 from quotaguard.policy.model import API_VERSION, KIND, TenantPolicy
 from quotaguard.policy.problems import LocatedProblem, Path, PolicyInvalid, Problem
@@ -154,7 +155,8 @@ def _place(file: str, root: object, problem: Problem, *, at_key: bool = False) -
     return LocatedProblem(file, line, column, problem.path, problem.message, problem.severity)
 
 
-def _documents(text: str, file: str) -> Iterator[object]:
+def _documents(text: str, file: str, limits: Limits = POLICY) -> Iterator[object]:
+    check_yaml(text, file, limits)  # alias bombs, depth, huge integers, YAML-only types
     yaml = YAML(typ="rt")
     yaml.allow_duplicate_keys = False
     yield from yaml.load_all(text)
@@ -170,6 +172,9 @@ def load_policy_documents(
     """
     try:
         roots = [root for root in _documents(text, file) if root is not None]
+    except DocumentError as exc:
+        problem = LocatedProblem(file, exc.line, exc.column, (), exc.message)
+        return [PolicyDocument(file, None, [problem], unparsable=True)]
     except MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         line, column = (mark.line + 1, mark.column + 1) if mark else (1, 1)
@@ -183,12 +188,27 @@ def load_policy_documents(
     for root in roots:
         if _is_policy(root) or (require_policy and not isinstance(root, Mapping)):
             found.append(_check_document(root, file))
+            if len(found) > 1:
+                found[-1] = _second_policy(found[-1], root)
     if not found and require_policy:
         problem = LocatedProblem(
             file, 1, 1, (), f"no {KIND} document (apiVersion {API_VERSION}) in this file"
         )
         found.append(PolicyDocument(file, None, [problem]))
     return found
+
+
+def _second_policy(document: PolicyDocument, root: object) -> PolicyDocument:
+    """`serve`, `review` and `plan` read one policy per file; `validate` must say so too."""
+    line, column = _position(root)
+    problem = LocatedProblem(
+        document.file,
+        line + 1,
+        column + 1,
+        (),
+        f"a second {KIND} in this file; quotaguard reads exactly one policy per file",
+    )
+    return PolicyDocument(document.file, None, [*document.problems, problem])
 
 
 def _is_policy(root: object) -> bool:
@@ -225,10 +245,7 @@ def load_policy_text(text: str, file: str = "<policy>") -> TenantPolicy:
     if any(document.unparsable for document in documents):
         raise PolicyInvalid(problems, unparsable=True)
     if len(documents) > 1:
-        problems.append(
-            LocatedProblem(file, 1, 1, (), f"{len(documents)} TenantPolicy documents; expected 1")
-        )
-        raise PolicyInvalid(problems)
+        raise PolicyInvalid(problems)  # the second one carries the problem
     policy = documents[0].policy
     if policy is None:
         raise PolicyInvalid(problems)
@@ -238,7 +255,11 @@ def load_policy_text(text: str, file: str = "<policy>") -> TenantPolicy:
 def load_policy_file(path: str | FilePath) -> TenantPolicy:
     """Read and check a policy file; `OSError` when unreadable, `PolicyInvalid` when wrong."""
     file = str(path)
-    text = FilePath(path).read_text(encoding="utf-8")
+    try:
+        text = read_text(path, POLICY)
+    except DocumentError as exc:
+        problem = LocatedProblem(file, exc.line, exc.column, (), exc.message)
+        raise PolicyInvalid([problem], unparsable=True) from exc
     return load_policy_text(text, file)
 
 
@@ -258,10 +279,11 @@ def policy_files(paths: list[str]) -> Iterator[tuple[str, bool]]:
             yield name, True
 
 
-def yaml_documents(text: str) -> list[object]:
+def yaml_documents(text: str, file: str = "<input>", limits: Limits = POLICY) -> list[object]:
     """Round-trip YAML documents that keep the line and column of every node; raises
-    ruamel's YAMLError. For other files kept next to the policy (e.g. policy tests)."""
-    return [root for root in _documents(text, "") if root is not None]
+    `DocumentError` past `limits` and ruamel's YAMLError. For other files kept next to the
+    policy (e.g. policy tests)."""
+    return [root for root in _documents(text, file, limits) if root is not None]
 
 
 def plain(node: object) -> object:

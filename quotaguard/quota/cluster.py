@@ -11,7 +11,6 @@ raises `SnapshotError`.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -422,15 +421,15 @@ def load_snapshot(
     """Read a snapshot file; `SnapshotError` (one line naming the file) when unusable, which
     includes a file without Nodes: most likely the wrong file, and a plan or a simulation of no
     capacity would look plausible."""
+    from quotaguard.kube.documents import SNAPSHOT, DocumentError, load_json, read_text
+
     source = str(path)
     try:
-        text = Path(path).read_text(encoding="utf-8")
+        document = load_json(read_text(path, SNAPSHOT), source, SNAPSHOT)
+    except DocumentError as exc:
+        raise SnapshotError(str(exc)) from exc
     except (OSError, UnicodeDecodeError) as exc:
         raise SnapshotError(f"{source}: cannot read: {exc}") from exc
-    try:
-        document = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise SnapshotError(f"{source}:{exc.lineno}:{exc.colno}: not JSON: {exc.msg}") from exc
     snapshot = parse_snapshot(document, gpu_resources=gpu_resources, source=source)
     if not snapshot.nodes:
         raise SnapshotError(f"{source}: the snapshot holds no Node (expected a kubectl v1 List)")

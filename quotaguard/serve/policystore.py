@@ -21,6 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from quotaguard.kube.documents import POLICY, MiB
 from quotaguard.policy.loader import load_policy_text
 from quotaguard.policy.model import TenantPolicy
 from quotaguard.policy.problems import LocatedProblem, PolicyInvalid
@@ -156,7 +157,8 @@ class PolicyStore:
         resolved = self.path.resolve(strict=True)
         with open(resolved, "rb") as file:
             stat = os.fstat(file.fileno())
-            data = file.read()
+            # One byte past the limit is enough for the loader to refuse it as too large.
+            data = file.read(POLICY.max_bytes + 1)
         stamp = FileStamp(
             resolved=str(resolved),
             inode=stat.st_ino,
@@ -169,6 +171,9 @@ class PolicyStore:
     def _parse(self, read: _Read) -> TenantPolicy:
         # Problems name the configured path, not kubelet's timestamped directory behind it.
         file = str(self.path)
+        if len(read.data) > POLICY.max_bytes:
+            problem = LocatedProblem(file, 1, 1, (), f"larger than {POLICY.max_bytes // MiB} MiB")
+            raise PolicyInvalid([problem], unparsable=True)
         try:
             text = read.data.decode("utf-8")
         except UnicodeDecodeError as exc:
@@ -189,6 +194,9 @@ class PolicyStore:
             return _Loaded(read.stamp, self._parse(read))
         except PolicyInvalid as exc:
             return _Refused(read.stamp, "invalid", "policy refused", _problem_lines(exc))
+        except Exception as exc:
+            detail = f"policy refused: {type(exc).__name__}: {exc}"[:300]
+            return _Refused(read.stamp, "invalid", detail)
 
     def _apply(self, outcome: _Outcome) -> bool:
         if isinstance(outcome, _Unchanged):

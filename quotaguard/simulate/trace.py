@@ -24,14 +24,13 @@ only when something is wrong is the file read again with line numbers to place t
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
-
+from quotaguard.kube.documents import TRACE as TRACE_LIMITS
+from quotaguard.kube.documents import DocumentError, load_json, load_yaml, read_text
 from quotaguard.kube.quantity import QuantityError, parse_duration, parse_quantity
 from quotaguard.policy.problems import Path as FieldPath
 from quotaguard.policy.problems import format_path
@@ -342,19 +341,13 @@ def parse_trace(
 
 
 def _fast_load(text: str, source: str) -> object:
+    """The trace document, read within the trace reader's bounds (`DocumentError` past them)."""
     if source.endswith(".json"):
-        return json.loads(text)
-    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-    return yaml.load(text, Loader=loader)
-
-
-def _syntax_problem(exc: Exception, source: str) -> str:
-    if isinstance(exc, json.JSONDecodeError):
-        return f"{source}:{exc.lineno}:{exc.colno}: not JSON: {exc.msg}"
-    mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
-    where = f"{mark.line + 1}:{mark.column + 1}" if mark is not None else "1:1"
-    reason = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-    return f"{source}:{where}: not YAML: {reason}"
+        return load_json(text, source, TRACE_LIMITS)
+    documents = load_yaml(text, source, TRACE_LIMITS)
+    if len(documents) > 1:
+        raise DocumentError(source, 1, 1, f"{len(documents)} YAML documents; a trace is one")
+    return documents[0] if documents else None
 
 
 def _with_lines(text: str) -> object:
@@ -362,7 +355,7 @@ def _with_lines(text: str) -> object:
     from quotaguard.policy.loader import yaml_documents
 
     try:
-        roots = yaml_documents(text)
+        roots = yaml_documents(text, "", TRACE_LIMITS)
     except Exception:  # placing a problem must never hide it
         return None
     return roots[0] if roots else None
@@ -374,8 +367,8 @@ def load_trace_text(
     """A trace from YAML or JSON text; `TraceInvalid` with every located problem otherwise."""
     try:
         document = _fast_load(text, source)
-    except (json.JSONDecodeError, yaml.YAMLError) as exc:
-        raise TraceInvalid([_syntax_problem(exc, source)]) from exc
+    except DocumentError as exc:
+        raise TraceInvalid([str(exc)]) from exc
     trace, problems = parse_trace(document, source, gpu_resources=gpu_resources)
     if trace is not None:
         return trace
@@ -394,7 +387,9 @@ def load_trace(path: str | Path, *, gpu_resources: frozenset[str] = frozenset())
     """Read a trace file; `TraceInvalid` (one line naming the file) when unreadable or wrong."""
     source = str(path)
     try:
-        text = Path(path).read_text(encoding="utf-8")
+        text = read_text(path, TRACE_LIMITS)
+    except DocumentError as exc:
+        raise TraceInvalid([str(exc)]) from exc
     except (OSError, UnicodeDecodeError) as exc:
         raise TraceInvalid([f"{source}: cannot read: {exc}"]) from exc
     return load_trace_text(text, source, gpu_resources=gpu_resources)

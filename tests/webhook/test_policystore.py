@@ -172,3 +172,35 @@ def test_logs_are_json_lines(policy_file: Path, capsys: pytest.CaptureFixture[st
     assert line["generation"] == 1
     assert line["file"] == str(policy_file)
     assert line["time"].endswith("Z")
+
+
+HOSTILE = Path(__file__).resolve().parents[1] / "fixtures" / "hostile"
+
+
+@pytest.mark.parametrize(
+    "fixture", ["policy-alias-bomb.yaml", "policy-deep.yaml", "policy-huge-max.yaml"]
+)
+def test_hostile_policy_is_refused_counted_once_without_traceback(
+    fixture: str, policy_file: Path, store: PolicyStore, caplog: pytest.LogCaptureFixture
+) -> None:
+    failures = metric("quotaguard_policy_reload_failures_total", reason="invalid")
+    good = store.policy
+    policy_file.write_text((HOSTILE / fixture).read_text())
+    with caplog.at_level(logging.INFO, logger="quotaguard.policy"):
+        assert store.reload_if_changed() is False
+        assert store.reload_if_changed() is False
+    assert store.policy is good
+    assert metric("quotaguard_policy_reload_failures_total", reason="invalid") == failures + 1
+    [record] = caplog.records
+    assert record.exc_info is None
+    [problem] = record.__dict__["problems"]
+    assert problem.startswith(f"{policy_file}:")
+
+
+def test_a_policy_file_past_the_size_limit_is_refused(
+    policy_file: Path, store: PolicyStore
+) -> None:
+    policy_file.write_text(SAMPLE_POLICY.read_text() + "#" * (5 * 1024 * 1024) + "\n")
+    assert store.reload_if_changed() is False
+    assert store.last_error is not None
+    assert store.policy.name == "gpu-platform"
