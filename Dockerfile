@@ -13,11 +13,12 @@ ENV PIP_NO_CACHE_DIR=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1
 RUN python -m venv /opt/quotaguard
 WORKDIR /src
-COPY pyproject.toml README* ./
+COPY pyproject.toml constraints.txt LICENSE README* ./
 COPY quotaguard ./quotaguard
-# The package and its runtime dependencies only (no test extras), then bytecode ahead of time:
-# the root filesystem is read-only in the cluster.
-RUN /opt/quotaguard/bin/pip install --no-compile . \
+# The package and its runtime dependencies only (no test extras), at the versions the tests
+# passed with (constraints.txt), then bytecode ahead of time: the root filesystem is read-only
+# in the cluster.
+RUN /opt/quotaguard/bin/pip install --no-compile -c constraints.txt . \
  && /opt/quotaguard/bin/python -m compileall -q /opt/quotaguard
 
 FROM ${PYTHON_IMAGE}

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import fnmatch
 import re
+from collections.abc import Callable
 from fractions import Fraction
-from functools import cached_property
+from functools import cached_property, lru_cache
 from typing import Annotated, Any, Literal
 
 from pydantic import (
@@ -234,6 +235,10 @@ class PolicySpec(_Strict):
     geometry: Geometry | None = None
 
 
+# Namespaces whose tenant and exemption are remembered per policy (least recently asked go).
+NAMESPACE_MEMO = 10_000
+
+
 class TenantPolicy(_Strict):
     api_version: Literal["quotaguard.dev/v1alpha1"]
     kind: Literal["TenantPolicy"]
@@ -275,33 +280,30 @@ class TenantPolicy(_Strict):
     def tenants_by_name(self) -> dict[str, Tenant]:
         return {tenant.name: tenant for tenant in self.spec.tenants}
 
+    # Namespace names come from the cluster, and anyone who may create namespaces adds more:
+    # the memos keep the most recently asked ones (lru_cache is bounded, thread-safe and in the
+    # standard library, so no cache package is needed for this).
     @cached_property
-    def _namespace_cache(self) -> dict[str, Tenant | None]:
-        return {}
+    def _exempt_memo(self) -> Callable[[str], bool]:
+        patterns = tuple(self.spec.exempt_namespaces)
+        return lru_cache(maxsize=NAMESPACE_MEMO)(
+            lambda namespace: any(fnmatch.fnmatchcase(namespace, p) for p in patterns)
+        )
 
     @cached_property
-    def _exempt_cache(self) -> dict[str, bool]:
-        return {}
+    def _tenant_memo(self) -> Callable[[str], Tenant | None]:
+        tenants = tuple(self.spec.tenants)
+        return lru_cache(maxsize=NAMESPACE_MEMO)(
+            lambda namespace: next((t for t in tenants if t.owns(namespace)), None)
+        )
 
     def exempt(self, namespace: str) -> bool:
         """Whether admission leaves the namespace alone (memoised; asked on every request)."""
-        cache = self._exempt_cache
-        found = cache.get(namespace)
-        if found is None:
-            found = any(fnmatch.fnmatchcase(namespace, p) for p in self.spec.exempt_namespaces)
-            if len(cache) < 10_000:
-                cache[namespace] = found
-        return found
+        return self._exempt_memo(namespace)
 
     def tenant_of(self, namespace: str) -> Tenant | None:
-        """The first tenant whose namespaces match (memoised; namespaces are few)."""
-        cache = self._namespace_cache
-        if namespace in cache:
-            return cache[namespace]
-        tenant = next((t for t in self.spec.tenants if t.owns(namespace)), None)
-        if len(cache) < 10_000:
-            cache[namespace] = tenant
-        return tenant
+        """The first tenant whose namespaces match (memoised)."""
+        return self._tenant_memo(namespace)
 
     def tenant_of_queue(self, queue: str) -> Tenant | None:
         return next((t for t in self.spec.tenants if queue in (t.queue, t.local_queue)), None)
