@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+from dataclasses import dataclass, field
 
 import pytest
 
@@ -40,6 +41,17 @@ def pod(name: str, gpus: int | None, phase: str = "Running", namespace: str = "r
         },
         "status": {"phase": phase},
     }
+
+
+@dataclass
+class CountingBackoff(Backoff):
+    """Records how many failures were counted before each delay."""
+
+    counted: list[int] = field(default_factory=list)
+
+    def next_delay(self) -> float:
+        self.counted.append(self.failures)
+        return super().next_delay()
 
 
 def fast_settings(**kw) -> WatchSettings:
@@ -162,10 +174,14 @@ def test_errors_unsync_back_off_and_relist(server):
     server.put("v1/nodes", node("n1"))
     watch = node_watch(server)
     server.fail["watch"] = [ConnectionResetError("reset"), api_error(500)]
+    backoff = watch.settings.backoff = CountingBackoff(base=0.001, cap=0.002)
     thread = run_in_thread(watch)
     until(lambda: watch.stats.errors == 2 and watch.synced)
     assert watch.stats.lists == 3  # the first list, then one per error
-    assert watch.settings.backoff.failures in (0, 2)  # reset once a watch ran cleanly
+    assert backoff.counted == [0, 1]  # the second retry waited one doubling longer than the first
+    # A watch opened after the errors and ended cleanly: the next failure starts from `base`.
+    until(lambda: watch.stats.watches >= 2)
+    assert backoff.failures == 0
     watch.stop()
     thread.join(2)
 
