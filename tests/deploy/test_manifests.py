@@ -427,6 +427,16 @@ def test_webhook_configurations_are_safe_for_the_api_server(build: list[Manifest
     }
 
 
+def test_mutating_configuration_is_called_before_kueues(build: list[Manifest]) -> None:
+    """The API server calls mutating configurations in name order, and Kueue's webhooks gate a
+    Pod or suspend a Job at creation only when quotaguard's queue label is already there
+    (docs/deploy.md; e2e/test_kueue_webhooks.py shows a Pod escaping the gate otherwise)."""
+    (config,) = find(build, "MutatingWebhookConfiguration")
+    name = config["metadata"]["name"]
+    assert name == "00-quotaguard-mutating"
+    assert name < "kueue-mutating-webhook-configuration"
+
+
 def test_webhook_service_reaches_the_webhook_pods(build: list[Manifest]) -> None:
     service = one(build, "Service", "quotaguard-webhook")
     assert service["metadata"]["namespace"] == NS
