@@ -75,6 +75,8 @@ KWOK_VERSION = "v0.8.0"
 KUEUE_VERSION = "v0.17.0"
 JOBSET_VERSION = "v0.10.1"
 GO_BUILD_PARALLELISM = "2"
+# Helm, for the chart's lint/template tests and its install/upgrade into the e2e API server.
+HELM_VERSION = "v3.22.0"
 
 # Volcano's module (and volcano.sh/apis) is refused by the module proxy, so its CRDs are the
 # minimal, schema-less definitions kept next to this file (group, kinds, scope and status
@@ -375,6 +377,48 @@ def kueue_binary(layout: Layout | None = None) -> Path | None:
     return found if found.exists() else None
 
 
+def helm_ldflags(module: Path) -> str:
+    """The version stamps helm's Makefile sets: its release, and the Kubernetes version of its
+    client-go, which `helm template` and `helm lint` assume without a cluster."""
+    flags = ["-s", "-w", f"-X helm.sh/helm/v3/internal/version.version={HELM_VERSION}"]
+    for line in (module / "go.mod").read_text().splitlines():
+        parts = line.split()
+        if len(parts) >= 2 and parts[0] == "k8s.io/client-go":
+            minor = parts[1].lstrip("v").split(".")[1]
+            for pkg in ("helm.sh/helm/v3/pkg/lint/rules", "helm.sh/helm/v3/pkg/chartutil"):
+                flags += [f"-X {pkg}.k8sVersionMajor=1", f"-X {pkg}.k8sVersionMinor={minor}"]
+    return " ".join(flags)
+
+
+def build_helm(layout: Layout, *, force: bool) -> list[str]:
+    """Optional: the helm CLI from its Go module (`helm version` reports the release). A
+    failure is returned (the chart tests then skip, except under CI), never raised."""
+    out = layout.binary("helm")
+    try:
+        ldflags = helm_ldflags(module_dir("helm.sh/helm/v3", HELM_VERSION, cwd=layout.root))
+    except BuildError as err:
+        return [f"helm {HELM_VERSION}: {err}"]
+    key = stamp_key(HELM_VERSION, go_version(), ldflags)
+    if not force and layout.stamp_ok("helm", key, out):
+        return []
+    env = go_env()
+    env["GOBIN"] = str(layout.bin)
+    layout.bin.mkdir(parents=True, exist_ok=True)
+    argv = [*go_build_argv("install", ldflags), f"helm.sh/helm/v3/cmd/helm@{HELM_VERSION}"]
+    try:
+        run_logged(argv, cwd=layout.root, log=layout.logs / "build-helm.log", env=env)
+    except BuildError as err:
+        return [f"helm {HELM_VERSION}: {err}"]
+    layout.write_stamp("helm", key)
+    return []
+
+
+def helm_binary(layout: Layout | None = None) -> Path | None:
+    """The helm binary, when it was built."""
+    found = (layout or Layout(cache_dir())).binary("helm")
+    return found if found.exists() else None
+
+
 def concatenate_yaml(files: Iterable[Path]) -> str:
     docs = [f.read_text().strip() for f in files]
     return "\n---\n".join(d.removeprefix("---").strip() for d in docs if d) + "\n"
@@ -540,6 +584,7 @@ def ensure_toolchain(*, force: bool = False, log: bool = True) -> Toolchain:
     step("kwok", lambda: build_kwok(layout, force=force))
     step("kubernetes", lambda: build_kubernetes(layout, commands=K8S_COMMANDS, force=force))
     step("kueue (optional)", lambda: failed.extend(build_kueue(layout, force=force)))
+    step("helm (optional)", lambda: failed.extend(build_helm(layout, force=force)))
     record = {
         "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "go": go_version(),

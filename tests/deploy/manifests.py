@@ -1,5 +1,6 @@
-"""Loading the deployment manifests: rendered with kustomize (kubectl), or read raw when no
-kubectl is present, plus small lookups used by the checks."""
+"""Loading the deployment manifests: rendered with kustomize (kubectl) or with the Helm chart
+(helm built by `python -m e2e.build`), or read raw when no kubectl is present, plus small
+lookups used by the checks."""
 
 from __future__ import annotations
 
@@ -10,11 +11,16 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
+
+from e2e.build import helm_binary
 
 REPO = Path(__file__).resolve().parents[2]
 CONFIG = REPO / "config"
 WEBHOOK = REPO / "webhook"
+CHART = REPO / "charts" / "quotaguard"
+NAMESPACE = "quotaguard-system"
 KUBECTL = shutil.which("kubectl") or (
     "/usr/bin/kubectl" if Path("/usr/bin/kubectl").exists() else None
 )
@@ -55,6 +61,66 @@ def kustomize(directory: Path) -> list[Manifest]:
     if result.returncode != 0:
         raise AssertionError(f"kubectl kustomize {directory} failed:\n{result.stderr}")
     return [d for d in yaml.safe_load_all(result.stdout) if isinstance(d, dict)]
+
+
+def helm() -> Path:
+    """The helm binary; skips the test when it is not built, except under CI=true where the
+    chart must be checked (as e2e must run)."""
+    found = helm_binary()
+    if found is not None:
+        return found
+    message = "helm not built: run `python -m e2e.build` (it builds helm from its Go module)"
+    if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
+        pytest.fail(f"{message}; CI must check the chart, not skip it")
+    pytest.skip(message)
+
+
+def run_helm(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(helm()), *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        env={
+            **os.environ,
+            "HELM_CACHE_HOME": "/tmp/quotaguard-helm/cache",
+            "HELM_CONFIG_HOME": "/tmp/quotaguard-helm/config",
+            "HELM_DATA_HOME": "/tmp/quotaguard-helm/data",
+        },
+    )
+
+
+def helm_template(*values: str, namespace: str = NAMESPACE) -> list[Manifest]:
+    """`helm template` of the chart with `--set` VALUES (key=value)."""
+    argv = ["template", "quotaguard", str(CHART), "--namespace", namespace]
+    for value in values:
+        argv += ["--set", value]
+    result = run_helm(*argv)
+    if result.returncode != 0:
+        raise AssertionError(f"helm template {' '.join(values)} failed:\n{result.stderr}")
+    return [d for d in yaml.safe_load_all(result.stdout) if isinstance(d, dict)]
+
+
+# The chart's values that do what each kustomize component does.
+CHART_VALUES = {
+    "self-managed-certs": "certificates.source=selfManaged",
+    "cert-manager": "certificates.source=certManager",
+    "pilot": "pilot.enabled=true",
+    "manage-queues": "manageQueues=true",
+    "prometheus": "prometheus.enabled=true",
+}
+
+
+def render(tool: str, tmp: Path, components: list[str]) -> list[Manifest]:
+    """config/ with kustomize components, or the chart with the values that match them."""
+    if tool == "helm":
+        return helm_template("createNamespace=true", *(CHART_VALUES[c] for c in components))
+    if KUBECTL is None:
+        pytest.skip("kubectl not installed (kustomize)")
+    if not components:
+        return kustomize(CONFIG)
+    return kustomize(overlay(tmp, components))
 
 
 def overlay(tmp: Path, components: list[str]) -> Path:

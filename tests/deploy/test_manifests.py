@@ -1,5 +1,6 @@
-"""What a platform team applies (`kubectl apply -k config/`): safe defaults a reviewer would ask
-for, names that agree across files, and a build that a bare API server accepts."""
+"""What a platform team applies (`kubectl apply -k config/`, or the Helm chart
+charts/quotaguard): safe defaults a reviewer would ask for, names that agree across files, and a
+build that a bare API server accepts. Every check runs on both builds."""
 
 from __future__ import annotations
 
@@ -21,15 +22,14 @@ from tests.deploy.manifests import (
     labels_match,
     load_yaml,
     one,
-    overlay,
     pod_spec,
     raw_manifests,
+    render,
     webhooks,
     workloads,
 )
 
 NS = "quotaguard-system"
-needs_kubectl = pytest.mark.skipif(KUBECTL is None, reason="kubectl not installed (kustomize)")
 # API groups every cluster serves: the default build must not need anything else, so that
 # `kubectl apply --dry-run=server -k config/` passes on a bare API server.
 BUILT_IN_GROUPS = {
@@ -50,29 +50,44 @@ WEBHOOK_KINDS = {
 }
 
 
-@pytest.fixture(scope="module", params=["kustomize", "raw"])
-def build(request: pytest.FixtureRequest) -> list[Manifest]:
-    """The default build, rendered by kustomize, and the same files read raw (so the checks
-    still run where kubectl is absent)."""
+TOOLS = ["kustomize", "helm"]
+
+
+@pytest.fixture(scope="module", params=["kustomize", "raw", "helm"])
+def build(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> list[Manifest]:
+    """The default build, rendered by kustomize and by the chart, and config/'s files read raw
+    (so the checks still run where kubectl is absent)."""
     if request.param == "raw":
         return raw_manifests()
-    if KUBECTL is None:
+    if request.param == "kustomize" and KUBECTL is None:
         pytest.skip("kubectl not installed; the raw files are checked instead")
-    return kustomize(CONFIG)
+    return render(request.param, tmp_path_factory.mktemp("build"), [])
 
 
-@pytest.fixture(scope="module")
-def rendered() -> list[Manifest]:
-    if KUBECTL is None:
-        pytest.skip("kubectl not installed (kustomize)")
-    return kustomize(CONFIG)
+@pytest.fixture(scope="module", params=TOOLS)
+def rendered(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> list[Manifest]:
+    return render(request.param, tmp_path_factory.mktemp("rendered"), [])
 
 
-@pytest.fixture(scope="module")
-def with_cert_manager(tmp_path_factory: pytest.TempPathFactory) -> list[Manifest]:
-    if KUBECTL is None:
-        pytest.skip("kubectl not installed (kustomize)")
-    return kustomize(overlay(tmp_path_factory.mktemp("cm") / "overlay", ["cert-manager"]))
+@pytest.fixture(scope="module", params=TOOLS)
+def with_cert_manager(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> list[Manifest]:
+    return render(request.param, tmp_path_factory.mktemp("cm") / "overlay", ["cert-manager"])
+
+
+def certs_job(docs: list[Manifest]) -> Manifest:
+    """The install Job of `quotaguard certs` (the chart's name carries the release revision)."""
+    (job,) = [
+        d
+        for d in find(docs, "Job")
+        if d["metadata"]["labels"].get("app.kubernetes.io/component") == "certs"
+    ]
+    return job
 
 
 def container_args(workload: Manifest) -> list[list[str]]:
@@ -105,12 +120,12 @@ def test_no_wildcard_in_any_rbac_rule(build: list[Manifest]) -> None:
             assert "*" not in str(rule.get(field, "")), f"{where}: wildcard in {field}"
 
 
-@needs_kubectl
+@pytest.mark.parametrize("tool", TOOLS)
 @pytest.mark.parametrize(
     "components", [["cert-manager"], ["pilot"], ["manage-queues"], ["prometheus"]]
 )
-def test_no_wildcard_with_any_component(tmp_path: Path, components: list[str]) -> None:
-    docs = kustomize(overlay(tmp_path / "o", components))
+def test_no_wildcard_with_any_component(tmp_path: Path, tool: str, components: list[str]) -> None:
+    docs = render(tool, tmp_path / "o", components)
     for where, rule in rbac_rules(docs):
         assert "*" not in str(rule), f"{where}: wildcard"
 
@@ -176,7 +191,7 @@ def test_webhook_has_no_api_access(build: list[Manifest]) -> None:
 def test_certs_job_may_touch_only_its_secrets_and_webhook_configurations(
     build: list[Manifest],
 ) -> None:
-    job = one(build, "Job", "quotaguard-certs")
+    job = certs_job(build)
     (args,) = container_args(job)
     role = one(build, "Role", "quotaguard-certs")
     names = {flag_value(args, "--secret"), flag_value(args, "--ca-secret")}
@@ -343,7 +358,7 @@ def test_webhook_serves_the_tls_secret_and_the_policy_it_mounts(build: list[Mani
     assert flag_value(args, "--tls-key-file") == f"{mounts['tls']}/tls.key"
     assert flag_value(args, "--policy") == f"{mounts['policy']}/policy.yaml"
     assert volumes["policy"]["configMap"]["name"] == "quotaguard-policy"
-    (certs_args,) = container_args(one(build, "Job", "quotaguard-certs"))
+    (certs_args,) = container_args(certs_job(build))
     assert volumes["tls"]["secret"]["secretName"] == flag_value(certs_args, "--secret")
     assert flag_value(certs_args, "--namespace") == NS
     port = next(p for p in container["ports"] if p["name"] == "webhook")["containerPort"]
@@ -462,7 +477,7 @@ def test_cert_manager_replaces_the_certs_job_and_injects_the_ca(
     with_cert_manager: list[Manifest],
 ) -> None:
     docs = with_cert_manager
-    assert not [d for d in docs if d["metadata"]["name"] == "quotaguard-certs"]
+    assert not [d for d in docs if d["metadata"]["name"].startswith("quotaguard-certs")]
     serving = one(docs, "Certificate", "quotaguard-webhook")
     volume = next(
         v for v in pod_spec(deployment(docs, "quotaguard-webhook"))["volumes"] if v["name"] == "tls"
@@ -482,11 +497,11 @@ def test_cert_manager_replaces_the_certs_job_and_injects_the_ca(
             assert annotations["cert-manager.io/inject-ca-from"] == f"{NS}/quotaguard-webhook"
 
 
-@needs_kubectl
+@pytest.mark.parametrize("tool", TOOLS)
 def test_pilot_limits_the_webhooks_to_labelled_namespaces_and_recommends(
-    tmp_path: Path,
+    tmp_path: Path, tool: str
 ) -> None:
-    docs = kustomize(overlay(tmp_path / "o", ["pilot"]))
+    docs = render(tool, tmp_path / "o", ["pilot"])
     hooks = list(webhooks(docs))
     assert len(hooks) == 15  # CREATE: 4 mutating, 4 validating; UPDATE: 4 mutating, 3 validating
     for _, hook in hooks:
@@ -500,10 +515,10 @@ def test_pilot_limits_the_webhooks_to_labelled_namespaces_and_recommends(
     build_parser().parse_args(args)
 
 
-@needs_kubectl
-def test_manage_queues_adds_create_on_queues_only(tmp_path: Path) -> None:
-    base = grants(one(kustomize(CONFIG), "ClusterRole", "quotaguard-controller"))
-    docs = kustomize(overlay(tmp_path / "o", ["manage-queues"]))
+@pytest.mark.parametrize("tool", TOOLS)
+def test_manage_queues_adds_create_on_queues_only(tmp_path: Path, tool: str) -> None:
+    base = grants(one(render(tool, tmp_path / "b", []), "ClusterRole", "quotaguard-controller"))
+    docs = render(tool, tmp_path / "o", ["manage-queues"])
     added = grants(one(docs, "ClusterRole", "quotaguard-controller")) - base
     assert added == {
         ("kueue.x-k8s.io", "clusterqueues", "create"),
@@ -511,9 +526,9 @@ def test_manage_queues_adds_create_on_queues_only(tmp_path: Path) -> None:
     }
 
 
-@needs_kubectl
-def test_prometheus_scrapes_both_deployments_on_their_http_port(tmp_path: Path) -> None:
-    docs = kustomize(overlay(tmp_path / "o", ["prometheus"]))
+@pytest.mark.parametrize("tool", TOOLS)
+def test_prometheus_scrapes_both_deployments_on_their_http_port(tmp_path: Path, tool: str) -> None:
+    docs = render(tool, tmp_path / "o", ["prometheus"])
     monitor = one(docs, "PodMonitor", "quotaguard")
     (endpoint,) = monitor["spec"]["podMetricsEndpoints"]
     requirements = monitor["spec"]["selector"]["matchExpressions"]

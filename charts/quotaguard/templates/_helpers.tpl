@@ -1,0 +1,159 @@
+{{/* Labels of every object: the kustomize build's, plus Helm's. */}}
+{{- define "quotaguard.labels" -}}
+app.kubernetes.io/name: quotaguard
+{{- with .component }}
+app.kubernetes.io/component: {{ . }}
+{{- end }}
+app.kubernetes.io/instance: {{ .root.Release.Name }}
+app.kubernetes.io/version: {{ .root.Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .root.Release.Service }}
+helm.sh/chart: {{ printf "%s-%s" .root.Chart.Name .root.Chart.Version }}
+{{- end }}
+
+{{/* Selector labels: stable across upgrades, as in config/. */}}
+{{- define "quotaguard.selector" -}}
+app.kubernetes.io/name: quotaguard
+app.kubernetes.io/component: {{ . }}
+{{- end }}
+
+{{- define "quotaguard.image" -}}
+{{- $tag := .Values.image.tag | default .Chart.AppVersion -}}
+{{- if .Values.image.digest -}}
+{{ .Values.image.repository }}@{{ .Values.image.digest }}
+{{- else -}}
+{{ .Values.image.repository }}:{{ $tag }}
+{{- end -}}
+{{- end }}
+
+{{- define "quotaguard.policyConfigMap" -}}
+{{- .Values.policy.existingConfigMap | default "quotaguard-policy" -}}
+{{- end }}
+
+{{/* The webhook configurations are read from the repository's webhook/ directory (files/webhook
+     links to it), so a webhook added there is served by both builds. */}}
+{{- define "quotaguard.webhookFile" -}}
+{{- $root := .root -}}
+{{- $found := dict -}}
+{{- range $path, $_ := $root.Files.Glob "files/webhook/*.yaml" -}}
+{{- $doc := $root.Files.Get $path | fromYaml -}}
+{{- if eq (get $doc "kind") $.kind -}}
+{{- $_ := set $found "doc" $doc -}}
+{{- end -}}
+{{- end -}}
+{{- if not (hasKey $found "doc") -}}
+{{- fail (printf "no %s in files/webhook/" .kind) -}}
+{{- end -}}
+{{- toYaml $found.doc -}}
+{{- end }}
+
+{{- define "quotaguard.mutatingName" -}}
+{{- (include "quotaguard.webhookFile" (dict "root" . "kind" "MutatingWebhookConfiguration") | fromYaml).metadata.name -}}
+{{- end }}
+
+{{- define "quotaguard.validatingName" -}}
+{{- (include "quotaguard.webhookFile" (dict "root" . "kind" "ValidatingWebhookConfiguration") | fromYaml).metadata.name -}}
+{{- end }}
+
+{{/* One webhook configuration as this release installs it: the release namespace for the
+     Service and the exemption, pilot's selector and failurePolicy, the CA bundle or the
+     cert-manager annotation. */}}
+{{- define "quotaguard.webhookConfiguration" -}}
+{{- $root := .root -}}
+{{- $doc := include "quotaguard.webhookFile" . | fromYaml -}}
+{{- $ns := $root.Release.Namespace -}}
+{{- $meta := $doc.metadata -}}
+{{- $labels := include "quotaguard.labels" (dict "root" $root "component" "webhook") | fromYaml -}}
+{{- $_ := set $meta "labels" (merge (default dict $meta.labels) $labels) -}}
+{{- if eq $root.Values.certificates.source "certManager" -}}
+{{- $_ := set $meta "annotations" (merge (default dict $meta.annotations) (dict "cert-manager.io/inject-ca-from" (printf "%s/quotaguard-webhook" $ns))) -}}
+{{- end -}}
+{{- range $hook := $doc.webhooks -}}
+{{- with $hook.clientConfig.service -}}
+{{- $_ := set . "namespace" $ns -}}
+{{- end -}}
+{{- if eq $root.Values.certificates.source "provided" -}}
+{{- $_ := set $hook.clientConfig "caBundle" (required "certificates.caBundle is required with certificates.source: provided" $root.Values.certificates.caBundle | b64enc) -}}
+{{- end -}}
+{{- range $expression := $hook.namespaceSelector.matchExpressions -}}
+{{- if eq $expression.key "kubernetes.io/metadata.name" -}}
+{{- $values := list -}}
+{{- range $expression.values -}}
+{{- $values = append $values (eq . "quotaguard-system" | ternary $ns .) -}}
+{{- end -}}
+{{- $_ := set $expression "values" ($values | uniq) -}}
+{{- end -}}
+{{- end -}}
+{{- if $root.Values.pilot.enabled -}}
+{{- $_ := set $hook "failurePolicy" "Ignore" -}}
+{{- $_ := set $hook.namespaceSelector "matchLabels" (dict "quotaguard.dev/pilot" "true") -}}
+{{- end -}}
+{{- end -}}
+{{- toYaml $doc -}}
+{{- end }}
+
+{{/* The arguments of `quotaguard certs` (Job and CronJob). */}}
+{{- define "quotaguard.certsArgs" -}}
+- certs
+- --namespace
+- {{ .Release.Namespace }}
+- --service
+- quotaguard-webhook
+- --secret
+- quotaguard-webhook-tls
+- --ca-secret
+- quotaguard-webhook-ca
+- --mutating-webhook
+- {{ include "quotaguard.mutatingName" . }}
+- --validating-webhook
+- {{ include "quotaguard.validatingName" . }}
+{{- end }}
+
+{{- define "quotaguard.podSecurityContext" -}}
+runAsNonRoot: true
+runAsUser: 65532
+runAsGroup: 65532
+seccompProfile:
+  type: RuntimeDefault
+{{- end }}
+
+{{- define "quotaguard.containerSecurityContext" -}}
+runAsNonRoot: true
+readOnlyRootFilesystem: true
+allowPrivilegeEscalation: false
+capabilities:
+  drop: [ALL]
+seccompProfile:
+  type: RuntimeDefault
+{{- end }}
+
+{{- define "quotaguard.policyVolume" -}}
+- name: policy
+  configMap:
+    name: {{ include "quotaguard.policyConfigMap" . }}
+    {{- if .Values.policy.existingConfigMap }}
+    items:
+      - key: {{ .Values.policy.existingConfigMapKey }}
+        path: policy.yaml
+    {{- end }}
+{{- end }}
+
+{{- define "quotaguard.certsPod" -}}
+serviceAccountName: quotaguard-certs
+restartPolicy: OnFailure
+{{- with .Values.imagePullSecrets }}
+imagePullSecrets:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+securityContext:
+  {{- include "quotaguard.podSecurityContext" . | nindent 2 }}
+containers:
+  - name: certs
+    image: {{ include "quotaguard.image" . }}
+    imagePullPolicy: {{ .Values.image.pullPolicy }}
+    args:
+      {{- include "quotaguard.certsArgs" . | nindent 6 }}
+    resources:
+      {{- toYaml .Values.certificates.selfManaged.resources | nindent 6 }}
+    securityContext:
+      {{- include "quotaguard.containerSecurityContext" . | nindent 6 }}
+{{- end }}

@@ -1,0 +1,198 @@
+"""The Helm chart installed and upgraded into the real API server by a real helm (built from its
+Go module by `python -m e2e.build`): every object of the chart is accepted and stored, the
+webhook configurations it installs send GPU workloads to a running quotaguard, which rewrites
+them, and an upgrade to the pilot values changes who is sent without a gap."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from e2e import build
+from e2e.cluster import REPO_ROOT, Cluster, QuotaguardServer
+
+CHART = REPO_ROOT / "charts" / "quotaguard"
+POLICY = REPO_ROOT / "config" / "policy.yaml"
+NS = "quotaguard-system"
+RELEASE = "quotaguard"
+TENANT_NS = "serving-chart-e2e"  # tenant inference ("serving-*")
+PILOT_NS = "serving-pilot-chart-e2e"  # tenant inference too, enrolled in the pilot
+
+
+def helm_path() -> Path:
+    found = build.helm_binary()
+    if found is None:
+        if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
+            pytest.fail("helm not built by `python -m e2e.build`; CI must install the chart")
+        pytest.skip("helm not built: run `python -m e2e.build`")
+    return found
+
+
+class Helm:
+    def __init__(self, cluster: Cluster, binary: Path, work: Path, server: QuotaguardServer):
+        self.cluster, self.binary, self.work, self.server = cluster, binary, work, server
+        self.renderer = work / "post-render"
+        # helm runs the post-renderer as one executable: a wrapper around this checkout's module.
+        self.renderer.write_text(
+            "#!/bin/sh\n"
+            f"cd {REPO_ROOT} && exec {sys.executable} -m e2e.helm_post_render "
+            f"{server.webhook_port} {server.cert.ca_bundle}\n"
+        )
+        self.renderer.chmod(0o755)
+
+    def run(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+        env = {
+            **self.cluster.env(),
+            "HELM_CACHE_HOME": str(self.work / "cache"),
+            "HELM_CONFIG_HOME": str(self.work / "config"),
+            "HELM_DATA_HOME": str(self.work / "data"),
+        }
+        result = subprocess.run(
+            [str(self.binary), *args],
+            capture_output=True,
+            text=True,
+            timeout=180,
+            env=env,
+            check=False,
+        )
+        if check:
+            assert result.returncode == 0, f"helm {' '.join(args)}:\n{result.stderr}"
+        return result
+
+    def install_or_upgrade(self, verb: str, *values: str, reset: bool = False) -> None:
+        argv = [verb, RELEASE, str(CHART), "--namespace", NS, "--post-renderer", str(self.renderer)]
+        if verb == "install":
+            argv.append("--create-namespace")
+        if reset:
+            argv.append("--reset-values")
+        for value in values:
+            argv += ["--set", value]
+        self.run(*argv)
+
+    def manifest(self) -> list[dict[str, Any]]:
+        import yaml
+
+        text = self.run("get", "manifest", RELEASE, "--namespace", NS).stdout
+        return [d for d in yaml.safe_load_all(text) if isinstance(d, dict)]
+
+
+@pytest.fixture(scope="module")
+def helm(cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Helm]:
+    binary = helm_path()
+    for name in (TENANT_NS,):
+        cluster.create_namespace(name)
+    cluster.create_namespace(PILOT_NS, labels={"quotaguard.dev/pilot": "true"})
+    server = cluster.serve_quotaguard(POLICY, components="webhook", register=False, name="qg-chart")
+    tool = Helm(cluster, binary, tmp_path_factory.mktemp("helm"), server)
+    try:
+        yield tool
+    finally:
+        tool.run("uninstall", RELEASE, "--namespace", NS, "--wait", check=False)
+        server.process.stop()
+        cluster.kubectl(
+            "delete", "namespace", TENANT_NS, PILOT_NS, "--wait=false", "--ignore-not-found"
+        )
+
+
+def gpu_pod(name: str, namespace: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": name,
+            "namespace": namespace,
+            "annotations": {"quotaguard.dev/gpu-memory": "8Gi"},
+        },
+        "spec": {
+            "containers": [
+                {
+                    "name": "main",
+                    "image": "registry.example/app:1",
+                    "resources": {"limits": {"nvidia.com/gpu": "1"}},
+                }
+            ]
+        },
+    }
+
+
+def created_limits(cluster: Cluster, pod: dict[str, Any]) -> dict[str, str]:
+    stored = json.loads(cluster.create(pod).stdout)
+    limits: dict[str, str] = stored["spec"]["containers"][0]["resources"]["limits"]
+    return limits
+
+
+def stored_kinds(cluster: Cluster, docs: list[dict[str, Any]]) -> list[str]:
+    """`kind/name` of each object of `docs` that the API server holds."""
+    found = []
+    for doc in docs:
+        namespace = doc["metadata"].get("namespace")
+        ns = ["-n", namespace] if namespace else []
+        kind = doc["kind"].lower()
+        result = cluster.kubectl(
+            "get", kind, doc["metadata"]["name"], *ns, "-o", "name", "--ignore-not-found"
+        )
+        if result.stdout.strip():
+            found.append(f"{doc['kind']}/{doc['metadata']['name']}")
+    return found
+
+
+def test_install_stores_every_object_and_the_webhook_rewrites_gpu_pods(helm: Helm) -> None:
+    helm.install_or_upgrade("install")
+    status = json.loads(helm.run("status", RELEASE, "-n", NS, "-o", "json").stdout)
+    assert status["info"]["status"] == "deployed" and status["version"] == 1
+    docs = helm.manifest()
+    assert sorted(stored_kinds(helm.cluster, docs)) == sorted(
+        f"{d['kind']}/{d['metadata']['name']}" for d in docs
+    )
+    hooks = [
+        h["name"] for d in docs if d["kind"].endswith("WebhookConfiguration") for h in d["webhooks"]
+    ]
+    assert "pods.mutate.quotaguard.dev" in hooks and "pods.validate.quotaguard.dev" in hooks
+    # The API server calls the webhook the chart registered, and the pod comes back rewritten.
+    limits = created_limits(helm.cluster, gpu_pod("chart-install", TENANT_NS))
+    assert "nvidia.com/gpu" not in limits
+    assert limits == {"nvidia.com/mig-1g.10gb": "1"}
+
+
+def test_upgrade_to_pilot_sends_only_enrolled_namespaces(helm: Helm) -> None:
+    helm.install_or_upgrade("upgrade", "pilot.enabled=true")
+    status = json.loads(helm.run("status", RELEASE, "-n", NS, "-o", "json").stdout)
+    assert status["info"]["status"] == "deployed" and status["version"] == 2
+    mutating = helm.cluster.get("mutatingwebhookconfiguration", "quotaguard-mutating")
+    assert {h["failurePolicy"] for h in mutating["webhooks"]} == {"Ignore"}
+    controller = helm.cluster.get("deployment", "quotaguard-controller", namespace=NS)
+    assert controller["spec"]["template"]["spec"]["containers"][0]["args"][-2:] == [
+        "--mode",
+        "recommend",
+    ]
+    # The Job of revision 1 is replaced by revision 2's (a Job's template cannot change).
+    jobs = helm.cluster.get("jobs", namespace=NS)["items"]
+    assert [j["metadata"]["name"] for j in jobs] == ["quotaguard-certs-2"]
+    # Enrolled: rewritten. Not enrolled: not sent, stored as asked.
+    enrolled = created_limits(helm.cluster, gpu_pod("chart-pilot", PILOT_NS))
+    assert "nvidia.com/gpu" not in enrolled
+    skipped = created_limits(helm.cluster, gpu_pod("chart-not-enrolled", TENANT_NS))
+    assert skipped == {"nvidia.com/gpu": "1"}
+
+
+def test_upgrade_back_and_uninstall_leave_nothing_behind(helm: Helm) -> None:
+    # Without values `helm upgrade` would reuse the pilot's: back to the chart's defaults.
+    helm.install_or_upgrade("upgrade", reset=True)
+    mutating = helm.cluster.get("mutatingwebhookconfiguration", "quotaguard-mutating")
+    assert not [h for h in mutating["webhooks"] if "matchLabels" in h["namespaceSelector"]]
+    limits = created_limits(helm.cluster, gpu_pod("chart-upgraded-back", TENANT_NS))
+    assert limits == {"nvidia.com/mig-1g.10gb": "1"}
+    docs = helm.manifest()
+    helm.run("uninstall", RELEASE, "--namespace", NS, "--wait")
+    assert stored_kinds(helm.cluster, docs) == []
+    # No webhook left: a GPU pod is stored as asked.
+    assert created_limits(helm.cluster, gpu_pod("chart-uninstalled", TENANT_NS)) == {
+        "nvidia.com/gpu": "1"
+    }
