@@ -16,13 +16,19 @@ from typing import Any
 import pytest
 
 from e2e import build
-from e2e.cluster import REPO_ROOT, Cluster, QuotaguardServer
+from e2e.cluster import REPO_ROOT, Cluster, QuotaguardServer, load_webhook_configurations
 
 CHART = REPO_ROOT / "charts" / "quotaguard"
 POLICY = REPO_ROOT / "config" / "policy.yaml"
 NS = "quotaguard-system"
 RELEASE = "quotaguard"
 TENANT_NS = "serving-chart-e2e"  # tenant inference ("serving-*")
+# The chart installs webhook/'s configurations under their names there.
+(MUTATING,) = [
+    c["metadata"]["name"]
+    for c in load_webhook_configurations()
+    if c["kind"] == "MutatingWebhookConfiguration"
+]
 PILOT_NS = "serving-pilot-chart-e2e"  # tenant inference too, enrolled in the pilot
 
 
@@ -165,7 +171,7 @@ def test_upgrade_to_pilot_sends_only_enrolled_namespaces(helm: Helm) -> None:
     helm.install_or_upgrade("upgrade", "pilot.enabled=true")
     status = json.loads(helm.run("status", RELEASE, "-n", NS, "-o", "json").stdout)
     assert status["info"]["status"] == "deployed" and status["version"] == 2
-    mutating = helm.cluster.get("mutatingwebhookconfiguration", "quotaguard-mutating")
+    mutating = helm.cluster.get("mutatingwebhookconfiguration", MUTATING)
     assert {h["failurePolicy"] for h in mutating["webhooks"]} == {"Ignore"}
     controller = helm.cluster.get("deployment", "quotaguard-controller", namespace=NS)
     assert controller["spec"]["template"]["spec"]["containers"][0]["args"][-2:] == [
@@ -185,7 +191,7 @@ def test_upgrade_to_pilot_sends_only_enrolled_namespaces(helm: Helm) -> None:
 def test_upgrade_back_and_uninstall_leave_nothing_behind(helm: Helm) -> None:
     # Without values `helm upgrade` would reuse the pilot's: back to the chart's defaults.
     helm.install_or_upgrade("upgrade", reset=True)
-    mutating = helm.cluster.get("mutatingwebhookconfiguration", "quotaguard-mutating")
+    mutating = helm.cluster.get("mutatingwebhookconfiguration", MUTATING)
     assert not [h for h in mutating["webhooks"] if "matchLabels" in h["namespaceSelector"]]
     limits = created_limits(helm.cluster, gpu_pod("chart-upgraded-back", TENANT_NS))
     assert limits == {"nvidia.com/mig-1g.10gb": "1"}
