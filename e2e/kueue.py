@@ -432,7 +432,7 @@ def running_controller(
 ) -> Iterator[Any]:
     """A ControllerThread (interval from the policy) against `cluster`; stopped on exit.
     Yields the thread; `.controller` is the Controller."""
-    from quotaguard.controller.background import ControllerThread
+    from e2e.controller_thread import ControllerThread
     from quotaguard.controller.loop import ControllerSettings
 
     cluster.create_namespace(lease_namespace)

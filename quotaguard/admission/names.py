@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+from quotaguard.kube.names import KUEUE_QUEUE_LABEL
+
+__all__ = ["KUEUE_QUEUE_LABEL"]
+
 # Hints a workload gives (annotations on the Pod or on the pod template of a Job).
 GPU_CLASS_HINT = "quotaguard.dev/gpu-class"
 GPU_MEMORY_HINT = "quotaguard.dev/gpu-memory"
@@ -12,7 +16,6 @@ TENANT_ANNOTATION = "quotaguard.dev/tenant"
 REWRITTEN_ANNOTATION = "quotaguard.dev/rewritten"
 
 # Queue references of the two backends.
-KUEUE_QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 VOLCANO_QUEUE_ANNOTATION = "scheduling.volcano.sh/queue-name"
 VOLCANO_SCHEDULER = "volcano"
 DEFAULT_SCHEDULER = "default-scheduler"

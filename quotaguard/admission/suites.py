@@ -26,7 +26,7 @@ import json
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, Any, Literal, get_args
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 from pydantic.alias_generators import to_camel
@@ -37,7 +37,6 @@ from quotaguard.policy.model import TenantPolicy
 
 API_VERSION = "quotaguard.dev/v1alpha1"
 KIND = "PolicyTest"
-RULES: tuple[str, ...] = get_args(Rule)
 
 
 class _Strict(BaseModel):

@@ -15,9 +15,10 @@ import sys
 from typing import Any
 
 from quotaguard.commands.common import read_policy
+from quotaguard.kube.names import KUEUE_GROUP, KUEUE_VERSIONS, VOLCANO_GROUP, VOLCANO_VERSION
 
-KUEUE = ("kueue.x-k8s.io", ("v1beta2", "v1beta1"), ("clusterqueues", "workloads"))
-VOLCANO = ("scheduling.volcano.sh", ("v1beta1",), ("queues", "podgroups"))
+KUEUE = (KUEUE_GROUP, KUEUE_VERSIONS, ("clusterqueues", "workloads"))
+VOLCANO = (VOLCANO_GROUP, (VOLCANO_VERSION,), ("queues", "podgroups"))
 
 
 def register(verbs: Any) -> None:

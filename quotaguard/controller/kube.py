@@ -11,11 +11,16 @@ from dataclasses import dataclass
 from typing import Any
 
 from quotaguard.kube import client as kubeclient
+from quotaguard.kube.names import KUEUE_GROUP, KUEUE_VERSIONS, VOLCANO_GROUP, VOLCANO_VERSION
 
-KUEUE_GROUP = "kueue.x-k8s.io"
-KUEUE_VERSIONS = ("v1beta2", "v1beta1")  # preferred first
-VOLCANO_GROUP = "scheduling.volcano.sh"
-VOLCANO_VERSION = "v1beta1"
+__all__ = [
+    "KUEUE_GROUP",
+    "VOLCANO_GROUP",
+    "VOLCANO_VERSION",
+    "KubeClients",
+    "ServedGroups",
+    "discover",
+]
 
 
 @dataclass
@@ -46,10 +51,6 @@ class ServedGroups:
 
     kueue: str | None  # "v1beta2", "v1beta1" or None
     volcano: bool
-
-    @property
-    def kueue_api_version(self) -> str | None:
-        return f"{KUEUE_GROUP}/{self.kueue}" if self.kueue else None
 
 
 def served_groups(group_list: dict[str, Any]) -> ServedGroups:

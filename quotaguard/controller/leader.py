@@ -138,17 +138,11 @@ class LeaderElector:
         self._renewed_at = float("-inf")
         self._observed_version: str | None = None
         self._observed_at = float("-inf")
-        self._observed_holder: str | None = None
         self._was_leader = False
 
     def is_leader(self, margin: float = 0.0) -> bool:
         """Whether we may write now and for the next `margin` seconds."""
         return self._holding and self.clock() - self._renewed_at + margin < self.renew_deadline
-
-    @property
-    def observed_holder(self) -> str | None:
-        """The holder in the last Lease we read (for status pages and tests)."""
-        return self._observed_holder
 
     def try_acquire_or_renew(self) -> bool:
         """One election step (blocking I/O); True when we hold the Lease afterwards."""
@@ -208,7 +202,6 @@ class LeaderElector:
         version = (lease.get("metadata") or {}).get("resourceVersion")
         if version != self._observed_version:
             self._observed_version = version
-            self._observed_holder = (lease.get("spec") or {}).get("holderIdentity")
             self._observed_at = self.clock()
 
     def _won(self, lease: JsonObject, started: float) -> bool:

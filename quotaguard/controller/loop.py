@@ -21,7 +21,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, Literal
+from typing import Any
 
 from quotaguard.controller import kueue, volcano
 from quotaguard.controller.kube import (
@@ -49,7 +49,8 @@ from quotaguard.controller.write import (
     emit_event,
     event_body,
 )
-from quotaguard.policy.model import TenantPolicy
+from quotaguard.kube.values import utc_timestamp
+from quotaguard.policy.model import Mode, TenantPolicy
 from quotaguard.quota.capacity import class_capacity
 from quotaguard.quota.cluster import ResourceQuota, parse_objects
 from quotaguard.quota.demand import DemandSmoother, demand_of
@@ -76,7 +77,6 @@ from quotaguard.reports.metrics import (
 
 log = logging.getLogger("quotaguard.controller")
 
-Mode = Literal["apply", "recommend", "off"]
 PolicySource = Callable[[], TenantPolicy]
 
 # A fair-sharing weight moves a little every interval as usage decays; writing every such move
@@ -133,10 +133,6 @@ def policy_source(policy: Any) -> PolicySource:
         source: PolicySource = policy
         return source
     raise TypeError(f"not a policy source: {policy!r}")
-
-
-def _utc(at: float) -> str:
-    return datetime.fromtimestamp(at, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 class Controller:
@@ -197,7 +193,7 @@ class Controller:
                 "leader": self.is_leader(),
                 "stale": self.status.stale_reason,
                 "intervals": self.status.intervals,
-                "lastPlannedAt": _utc(self.status.last_planned_at)
+                "lastPlannedAt": utc_timestamp(self.status.last_planned_at)
                 if self.status.last_planned_at
                 else None,
             },
@@ -548,7 +544,7 @@ class Controller:
                     applied = False
                 self._last_targets[key] = row.nominal
                 self._last_changes[key] = {
-                    "at": _utc(now),
+                    "at": utc_timestamp(now),
                     "from": before,
                     "to": row.nominal,
                     "reason": row.reason,
@@ -570,21 +566,3 @@ def _with_mode(the_plan: Plan, mode: Mode) -> Plan:
     import dataclasses
 
     return dataclasses.replace(the_plan, mode=mode)
-
-
-async def run_controller(
-    policy: Any,
-    *,
-    kubeconfig: str | None = None,
-    clients: KubeClients | None = None,
-    settings: ControllerSettings | None = None,
-    stop: asyncio.Event | None = None,
-    started: Callable[[Controller], None] | None = None,
-) -> Controller:
-    """Run a controller until `stop` is set; `started(controller)` gets it before the first
-    interval (to read its status). `policy`: a TenantPolicy, a PolicyStore or a callable."""
-    controller = Controller(policy, clients or KubeClients.connect(kubeconfig), settings)
-    if started is not None:
-        started(controller)
-    await controller.run(stop)
-    return controller

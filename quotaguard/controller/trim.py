@@ -11,14 +11,12 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from quotaguard.kube.names import GPU_PREFIXES, KUEUE_QUEUE_LABEL
 from quotaguard.kube.podspec import pod_gpus
-from quotaguard.quota.cluster import QUEUE_LABEL, TERMINATED_PHASES, VOLCANO_GROUP_ANNOTATION
+from quotaguard.kube.values import mapping as _map
+from quotaguard.quota.cluster import TERMINATED_PHASES, VOLCANO_GROUP_ANNOTATION
 
 JsonObject = dict[str, Any]
-
-
-def _map(value: object) -> Mapping[str, Any]:
-    return value if isinstance(value, Mapping) else {}
 
 
 def _items(value: object) -> list[Any]:
@@ -95,8 +93,8 @@ def pod_trimmer(gpu_resources: frozenset[str]) -> Callable[[JsonObject], JsonObj
         source = _map(obj.get("metadata"))
         labels = _map(source.get("labels"))
         annotations = _map(source.get("annotations"))
-        if QUEUE_LABEL in labels:
-            metadata["labels"] = {QUEUE_LABEL: labels[QUEUE_LABEL]}
+        if KUEUE_QUEUE_LABEL in labels:
+            metadata["labels"] = {KUEUE_QUEUE_LABEL: labels[KUEUE_QUEUE_LABEL]}
         if VOLCANO_GROUP_ANNOTATION in annotations:
             metadata["annotations"] = {
                 VOLCANO_GROUP_ANNOTATION: annotations[VOLCANO_GROUP_ANNOTATION]
@@ -124,9 +122,7 @@ def pod_trimmer(gpu_resources: frozenset[str]) -> Callable[[JsonObject], JsonObj
 
 def pod_line_filter(gpu_resources: frozenset[str]) -> Callable[[bytes], bool]:
     """A watch line can only be a GPU pod when it names a GPU resource somewhere."""
-    needles = tuple(
-        {name.encode() for name in gpu_resources} | {b"nvidia.com/gpu", b"nvidia.com/mig-"}
-    )
+    needles = tuple({name.encode() for name in gpu_resources | set(GPU_PREFIXES)})
 
     def may_hold_gpus(line: bytes) -> bool:
         return any(needle in line for needle in needles)

@@ -17,6 +17,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from quotaguard.kube.client import status_code
+from quotaguard.kube.values import utc_timestamp
 
 log = logging.getLogger(__name__)
 
@@ -179,7 +180,7 @@ def event_body(
     now: datetime | None = None,
 ) -> JsonObject:
     """A core/v1 Event about a (cluster-scoped) object."""
-    moment = (now or datetime.now(UTC)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    moment = utc_timestamp(now or datetime.now(UTC))
     metadata = involved.get("metadata") or {}
     name = str(metadata.get("name", "unknown"))
     return {

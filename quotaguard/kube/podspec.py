@@ -10,11 +10,12 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from quotaguard.kube.names import GPU_PREFIXES as GPU_PREFIXES
+from quotaguard.kube.names import GPU_RESOURCE
 from quotaguard.kube.quantity import parse_gpu_count
+from quotaguard.kube.values import mapping as _mapping
 
-PLAIN_GPU = "nvidia.com/gpu"
-# Resource names that count as GPUs even when no class of the policy names them.
-GPU_PREFIXES = ("nvidia.com/gpu", "nvidia.com/mig-")
+PLAIN_GPU = GPU_RESOURCE  # the name admission reads it by
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,10 +49,6 @@ def workload_kind(obj: Mapping[str, Any]) -> str | None:
     ):
         return "JobSet"
     return None
-
-
-def _mapping(value: object) -> Mapping[str, Any]:
-    return value if isinstance(value, Mapping) else {}
 
 
 def _sequence(value: object) -> list[Any]:

@@ -9,16 +9,14 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import Any
 
+from quotaguard.kube.names import MIG_PREFIX
 from quotaguard.kube.quantity import QuantityError, parse_duration, parse_quantity
+from quotaguard.kube.values import mapping as _map
 from quotaguard.policy.catalogue import matching_profiles
 from quotaguard.policy.geometrychecks import check_geometry
 from quotaguard.policy.globs import globs_intersect, witness
 from quotaguard.policy.model import BEST_FIT, DEFAULT_EXEMPT
 from quotaguard.policy.problems import Problem
-
-
-def _map(value: object) -> Mapping[str, Any]:
-    return value if isinstance(value, Mapping) else {}
 
 
 def _items(value: object) -> list[tuple[int, Mapping[str, Any]]]:
@@ -42,8 +40,7 @@ def check_policy(document: Mapping[str, Any]) -> list[Problem]:
     mig_names = {
         c["name"]
         for _, c in classes
-        if isinstance(c.get("name"), str)
-        and str(c.get("resource", "")).startswith("nvidia.com/mig-")
+        if isinstance(c.get("name"), str) and str(c.get("resource", "")).startswith(MIG_PREFIX)
     }
     problems: list[Problem] = []
     problems += _duplicates(classes, "name", ("spec", "gpuClasses"), "GPU class")
@@ -111,7 +108,7 @@ def _gpu_classes(classes: list[tuple[int, Mapping[str, Any]]]) -> Iterator[Probl
                 "1 is assumed",
                 "warning",
             )
-        if isinstance(resource, str) and resource.startswith("nvidia.com/mig-"):
+        if isinstance(resource, str) and resource.startswith(MIG_PREFIX):
             yield from _mig_profile(path, gpu_class)
         if isinstance(resource, str) and not resource.startswith("nvidia.com/"):
             yield Problem(

@@ -8,6 +8,8 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import Any
 
+from quotaguard.kube.names import GPU_RESOURCE, SHARED_GPU_RESOURCE
+from quotaguard.kube.values import mapping as _map
 from quotaguard.policy.migconfig import (
     GPUS,
     MIG_CONFIG_LABEL,
@@ -21,10 +23,6 @@ from quotaguard.policy.problems import Problem
 
 SHARING_CONFIG_LABEL = "nvidia.com/device-plugin.config"
 BASE = ("spec", "geometry")
-
-
-def _map(value: object) -> Mapping[str, Any]:
-    return value if isinstance(value, Mapping) else {}
 
 
 def _labels(value: object) -> dict[str, str]:
@@ -138,7 +136,7 @@ def _sharing_resources(raw: object) -> dict[str, int]:
     if not isinstance(replicas, int):
         return {}
     rename = config.get("renameByDefault", True)
-    return {"nvidia.com/gpu.shared" if rename is not False else "nvidia.com/gpu": replicas}
+    return {SHARED_GPU_RESOURCE if rename is not False else GPU_RESOURCE: replicas}
 
 
 def _offers(

@@ -27,6 +27,7 @@ from typing import Any
 
 import yaml
 
+from quotaguard.kube.names import GPU_RESOURCE, MIG_PREFIX
 from quotaguard.policy.catalogue import CATALOGUE, MigProfile, profiles_for_gpu
 from quotaguard.policy.problems import Path, Problem
 
@@ -35,8 +36,8 @@ MIG_STATE_LABEL = "nvidia.com/mig.config.state"
 GPU_PRODUCT_LABEL = "nvidia.com/gpu.product"
 GPU_MEMORY_LABEL = "nvidia.com/gpu.memory"  # MiB, set by GPU feature discovery
 GPU_COUNT_LABEL = "nvidia.com/gpu.count"
-WHOLE_GPU = "nvidia.com/gpu"
-MIG_RESOURCE_PREFIX = "nvidia.com/mig-"
+WHOLE_GPU = GPU_RESOURCE
+MIG_RESOURCE_PREFIX = MIG_PREFIX
 
 # PCI device IDs (as mig-parted's device-filter spells them) of the catalogue's GPUs.
 PCI_IDS: Mapping[str, tuple[str, ...]] = {

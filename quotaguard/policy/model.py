@@ -23,6 +23,7 @@ from pydantic import (
 )
 from pydantic.alias_generators import to_camel
 
+from quotaguard.kube.names import GPU_RESOURCE, MIG_PREFIX, SHARED_GPU_RESOURCE
 from quotaguard.kube.quantity import QuantityError, format_bytes, format_duration, parse_duration
 from quotaguard.kube.quantity import parse_quantity as _parse_quantity
 
@@ -94,7 +95,7 @@ class GpuClass(_Strict):
 
     @property
     def mig(self) -> bool:
-        return self.resource.startswith("nvidia.com/mig-")
+        return self.resource.startswith(MIG_PREFIX)
 
     @cached_property
     def gpu_equivalent(self) -> Fraction:
@@ -153,8 +154,12 @@ class Tenant(_Strict):
         return self.allowed_classes is None or class_name in self.allowed_classes
 
 
+# What the quota controller (and the geometry planner) do with their plan.
+Mode = Literal["apply", "recommend", "off"]
+
+
 class Rebalance(_Strict):
-    mode: Literal["apply", "recommend", "off"] = "recommend"
+    mode: Mode = "recommend"
     interval: Seconds = 60.0
     demand_window: Seconds = 900.0
     usage_half_life: Seconds = 86400.0
@@ -183,7 +188,7 @@ class SharingConfig(_Strict):
 
     @property
     def resource(self) -> str:
-        return "nvidia.com/gpu.shared" if self.rename_by_default else "nvidia.com/gpu"
+        return SHARED_GPU_RESOURCE if self.rename_by_default else GPU_RESOURCE
 
 
 class GeometryPool(_Strict):
@@ -208,7 +213,7 @@ class GeometryPool(_Strict):
 
 
 class Geometry(_Strict):
-    mode: Literal["apply", "recommend", "off"] = "recommend"
+    mode: Mode = "recommend"
     # How long a node serves nothing while mig-manager applies a layout (the simulator's figure)
     reconfigure_time: Seconds = 300.0
     # A change not reported success by then counts as failed
@@ -274,7 +279,7 @@ class TenantPolicy(_Strict):
     @cached_property
     def gpu_resources(self) -> frozenset[str]:
         """Every resource name that counts as a GPU: the classes' and the plain one."""
-        return frozenset(self.classes_by_resource) | {"nvidia.com/gpu"}
+        return frozenset(self.classes_by_resource) | {GPU_RESOURCE}
 
     @cached_property
     def tenants_by_name(self) -> dict[str, Tenant]:

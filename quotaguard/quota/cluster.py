@@ -16,12 +16,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from quotaguard.kube.names import GPU_PREFIXES, KUEUE_GROUP, KUEUE_QUEUE_LABEL, VOLCANO_GROUP
 from quotaguard.kube.podspec import pod_gpus
 from quotaguard.kube.quantity import QuantityError, parse_gpu_count, parse_quantity
+from quotaguard.kube.values import mapping as _map
 
-KUEUE_GROUP = "kueue.x-k8s.io"
-VOLCANO_SCHEDULING_GROUP = "scheduling.volcano.sh"
-QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 VOLCANO_GROUP_ANNOTATION = "scheduling.k8s.io/group-name"
 TERMINATED_PHASES = frozenset({"Succeeded", "Failed"})
 
@@ -148,10 +147,6 @@ class ClusterSnapshot:
     problems: tuple[str, ...] = field(default=())
 
 
-def _map(value: object) -> Mapping[str, Any]:
-    return value if isinstance(value, Mapping) else {}
-
-
 def _list(value: object) -> list[Any]:
     return value if isinstance(value, list) else []
 
@@ -190,9 +185,7 @@ class _Reader:
         return found
 
     def _gpu(self, resource: str) -> bool:
-        return resource in self.gpu_resources or resource.startswith(
-            ("nvidia.com/gpu", "nvidia.com/mig-")
-        )
+        return resource in self.gpu_resources or resource.startswith(GPU_PREFIXES)
 
     def read(self, item: Mapping[str, Any]) -> object | None:
         kind = item.get("kind")
@@ -213,9 +206,9 @@ class _Reader:
             return self.workload(item, name, namespace or "default")
         if kind == "ClusterQueue" and group == KUEUE_GROUP:
             return self.cluster_queue(item, name, str(api_version))
-        if kind == "PodGroup" and group == VOLCANO_SCHEDULING_GROUP:
+        if kind == "PodGroup" and group == VOLCANO_GROUP:
             return self.pod_group(item, name, namespace or "default")
-        if kind == "Queue" and group == VOLCANO_SCHEDULING_GROUP:
+        if kind == "Queue" and group == VOLCANO_GROUP:
             return self.volcano_queue(item, name)
         return None
 
@@ -249,7 +242,7 @@ class _Reader:
             name=name,
             phase=_str(_map(item.get("status")).get("phase")) or "Pending",
             node_name=_str(spec.get("nodeName")),
-            queue_name=labels.get(QUEUE_LABEL),
+            queue_name=labels.get(KUEUE_QUEUE_LABEL),
             pod_group=annotations.get(VOLCANO_GROUP_ANNOTATION),
             owner=owner,
             node_selector=_labels(spec.get("nodeSelector")),
@@ -280,7 +273,9 @@ class _Reader:
                 name=_str(_map(a).get("name")) or "main",
                 flavors=_labels(_map(a).get("flavors")),
                 usage=self.counts(
-                    _map(a).get("resourceUsage"), "status.admission.resourceUsage", only_gpus=True
+                    _map(a).get("resourceUsage"),
+                    "status.admission.resourceUsage",
+                    only_gpus=True,
                 ),
             )
             for a in _list(admission.get("podSetAssignments"))

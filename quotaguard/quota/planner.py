@@ -187,8 +187,7 @@ def _targets(rows: _Class) -> None:
 def _hysteresis(rows: _Class, rebalance: Rebalance) -> None:
     """Step 4: bounded moves from the baseline, then restore invariants 2 and 1."""
     percent = f"{rebalance.max_step_percent:g}"
-    min_change, fraction = rebalance.min_change, rebalance.max_step_percent / 100
-    least = max(min_change, 1)
+    min_change = rebalance.min_change
     nominal = list(rows.targets)
     notes = rows.notes
     for i, baseline in enumerate(rows.baselines):
@@ -200,8 +199,7 @@ def _hysteresis(rows: _Class, rebalance: Rebalance) -> None:
         if size < min_change:
             nominal[i] = baseline
             notes[i] = f"held: change {size} below minChange {min_change}"
-        elif size > least and size > (limit := math.floor(baseline * fraction + 1e-9)):
-            limit = max(least, limit)  # as step_limit()
+        elif size > (limit := step_limit(baseline, rebalance)):
             nominal[i] = baseline + (limit if change > 0 else -limit)
             notes[i] = f"step limited to {percent}% (target {target})"
         cap = rows.caps[i]

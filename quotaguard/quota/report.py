@@ -9,6 +9,7 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any, TypedDict
 
+from quotaguard.kube.values import utc_timestamp
 from quotaguard.quota.cluster import ResourceQuota
 from quotaguard.quota.planner import ClassPlan, Plan
 from quotaguard.quota.queues import QueueState
@@ -26,10 +27,6 @@ class ClassRow(TypedDict):
     capacity: int
     distributable: int
     heldOutside: int
-
-
-def _timestamp(moment: datetime) -> str:
-    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _current(quota: ResourceQuota | None) -> CurrentQuota | None:
@@ -98,7 +95,7 @@ def build_report(
     return {
         "policy": plan.policy,
         "mode": plan.mode,
-        "generatedAt": _timestamp(moment),
+        "generatedAt": utc_timestamp(moment),
         "backend": plan.backend,
         "cohort": plan.cohort,
         "problems": list(plan.problems),

@@ -5,10 +5,11 @@ Every text that reaches the SVG is escaped here; callers pass plain strings.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from html import escape
+
+from quotaguard.charts.svg import nice_top
 
 WIDTH, HEIGHT = 520, 220
 LEFT, RIGHT, TOP, BOTTOM = 44, 120, 28, 34
@@ -18,14 +19,6 @@ LEFT, RIGHT, TOP, BOTTOM = 44, 120, 28, 34
 class Series:
     label: str
     color: str
-
-
-def nice_top(highest: float) -> float:
-    """The smallest 1, 2, 2.5 or 5 x 10^k at or above `highest` (round axis labels)."""
-    if highest <= 0:
-        return 1.0
-    scale = 10.0 ** math.floor(math.log10(highest))
-    return next(step * scale for step in (1, 2, 2.5, 5, 10) if step * scale >= highest)
 
 
 def _number(value: float) -> str:

@@ -20,24 +20,22 @@ import logging
 import signal
 from collections.abc import Awaitable, Callable, Coroutine, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
 from aiohttp import web
 
+from quotaguard.policy.model import Mode
 from quotaguard.serve.http import ReadinessCheck, build_http_app
 from quotaguard.serve.policystore import DEFAULT_POLL_INTERVAL, PolicyStore
 
 log = logging.getLogger("quotaguard.serve")
 
-Mode = Literal["apply", "recommend", "off"]
 
 COMPONENTS: dict[str, str] = {
     # name -> "module:function"; the function is `async def start(ctx: ServeContext) -> None`.
     "webhook": "quotaguard.webhook.component:start",
-    # Quota controller hook: start() calls ctx.run_task("controller", run_controller(ctx.store,
-    # kubeconfig=ctx.options.kubeconfig, mode=ctx.options.mode, ...)).
     "controller": "quotaguard.controller.component:start",
-    # Reports hook: start() calls ctx.add_routes([...]) for /reports, /reports/quota(.csv).
+    # Each start() adds its routes, readiness checks, tasks and shutdown callbacks to ctx.
     "reports": "quotaguard.reports.component:start",
 }
 

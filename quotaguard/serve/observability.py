@@ -18,7 +18,6 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 REGISTRY: Final = CollectorRegistry(auto_describe=True)
 
 # -- admission webhook ---------------------------------------------------------------------------
-ADMISSION_RESULTS: Final = ("allowed", "denied", "mutated", "error", "bad_request")
 ADMISSION_REQUESTS: Final = Counter(
     "quotaguard_admission_requests",
     "Admission requests answered, by operation (mutate/validate), object kind and result.",

@@ -1,4 +1,4 @@
-"""A controller on its own thread and event loop, for synchronous callers (the e2e suite)."""
+"""A controller on its own thread and event loop, for the synchronous e2e tests."""
 
 from __future__ import annotations
 

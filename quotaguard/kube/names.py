@@ -1,0 +1,17 @@
+"""Names other projects fix, each in one place: API groups, queue labels, GPU resources."""
+
+from __future__ import annotations
+
+KUEUE_GROUP = "kueue.x-k8s.io"
+KUEUE_VERSIONS = ("v1beta2", "v1beta1")  # preferred first
+KUEUE_QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+
+VOLCANO_GROUP = "scheduling.volcano.sh"
+VOLCANO_VERSION = "v1beta1"
+
+# The NVIDIA device plugin's resources: whole GPUs, MIG slices by profile, shared GPUs.
+GPU_RESOURCE = "nvidia.com/gpu"
+SHARED_GPU_RESOURCE = "nvidia.com/gpu.shared"
+MIG_PREFIX = "nvidia.com/mig-"
+# Resource names that count as GPUs even when no class of the policy names them.
+GPU_PREFIXES = (GPU_RESOURCE, MIG_PREFIX)

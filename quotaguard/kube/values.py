@@ -1,0 +1,22 @@
+"""Plain JSON values as the API server sends them: maps that may be missing, UTC timestamps."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+# RFC 3339 in UTC with whole seconds, as Kubernetes writes metav1.Time.
+TIMESTAMP_FORMAT = "%Y-%m-%dT%H:%M:%SZ"
+
+
+def mapping(value: object) -> Mapping[str, Any]:
+    """`value` when it is a map, else an empty one (a field absent, null or of another type)."""
+    return value if isinstance(value, Mapping) else {}
+
+
+def utc_timestamp(moment: datetime | float) -> str:
+    """A datetime (naive ones are taken as local time) or Unix seconds, as TIMESTAMP_FORMAT."""
+    if not isinstance(moment, datetime):
+        moment = datetime.fromtimestamp(moment, UTC)
+    return moment.astimezone(UTC).strftime(TIMESTAMP_FORMAT)
