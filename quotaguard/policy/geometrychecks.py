@@ -13,6 +13,7 @@ from quotaguard.kube.values import mapping as _map
 from quotaguard.policy.migconfig import (
     GPUS,
     MIG_CONFIG_LABEL,
+    SHARING_CONFIG_LABEL,
     builtin_configs,
     config_problems,
     gpu_model,
@@ -21,7 +22,6 @@ from quotaguard.policy.migconfig import (
 )
 from quotaguard.policy.problems import Problem
 
-SHARING_CONFIG_LABEL = "nvidia.com/device-plugin.config"
 BASE = ("spec", "geometry")
 
 

@@ -33,6 +33,7 @@ from quotaguard.policy.problems import Path, Problem
 
 MIG_CONFIG_LABEL = "nvidia.com/mig.config"
 MIG_STATE_LABEL = "nvidia.com/mig.config.state"
+SHARING_CONFIG_LABEL = "nvidia.com/device-plugin.config"  # the device plugin's per-node config
 GPU_PRODUCT_LABEL = "nvidia.com/gpu.product"
 GPU_MEMORY_LABEL = "nvidia.com/gpu.memory"  # MiB, set by GPU feature discovery
 GPU_COUNT_LABEL = "nvidia.com/gpu.count"

@@ -23,6 +23,7 @@ from quotaguard.kube.values import mapping as _map
 
 VOLCANO_GROUP_ANNOTATION = "scheduling.k8s.io/group-name"
 TERMINATED_PHASES = frozenset({"Succeeded", "Failed"})
+OWN_ANNOTATIONS = "quotaguard.dev/"  # the only node annotations read (the layout progress)
 
 
 class SnapshotError(ValueError):
@@ -38,6 +39,7 @@ class Node:
     labels: Mapping[str, str]
     # Extended resources only (names with a slash): GPUs, MIG slices, shared GPUs.
     allocatable: Mapping[str, int]
+    annotations: Mapping[str, str] = field(default_factory=dict)  # quotaguard.dev/ ones only
 
 
 @dataclass(frozen=True, slots=True)
@@ -226,6 +228,11 @@ class _Reader:
             taints=taints,
             labels=_labels(_map(item.get("metadata")).get("labels")),
             allocatable=self.counts(status.get("allocatable"), "status.allocatable"),
+            annotations={
+                key: value
+                for key, value in _labels(_map(item.get("metadata")).get("annotations")).items()
+                if key.startswith(OWN_ANNOTATIONS)
+            },
         )
 
     def pod(self, item: Mapping[str, Any], name: str, namespace: str) -> Pod:

@@ -1,0 +1,96 @@
+"""A small A100 pool written out by hand: policy, nodes and demand for the layout planner."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from quotaguard.geometry.nodes import node_views
+from quotaguard.policy.migconfig import builtin_configs, node_resources
+from quotaguard.policy.model import TenantPolicy
+from quotaguard.quota.cluster import Node, Pod
+from quotaguard.quota.demand import ClassDemand
+
+PRODUCT = "NVIDIA-A100-SXM4-80GB"
+CLASSES = [
+    {"name": "mig-1g", "resource": "nvidia.com/mig-1g.10gb", "memory": "10Gi", "slices": 1},
+    {"name": "mig-2g", "resource": "nvidia.com/mig-2g.20gb", "memory": "20Gi", "slices": 2},
+    {"name": "mig-3g", "resource": "nvidia.com/mig-3g.40gb", "memory": "40Gi", "slices": 3},
+    {"name": "a100", "resource": "nvidia.com/gpu", "memory": "80Gi"},
+]
+CONFIGS = ["all-balanced", "all-1g.10gb", "all-3g.40gb"]
+
+
+def policy(tenants: list[dict[str, Any]] | None = None, **pool: Any) -> TenantPolicy:
+    tenants = tenants or [
+        {"name": "small", "quota": {"mig-1g": {"guaranteed": 0}}},
+        {"name": "large", "quota": {"mig-3g": {"guaranteed": 0}}},
+    ]
+    for tenant in tenants:
+        tenant.setdefault("namespaces", [tenant["name"]])
+    return TenantPolicy.model_validate(
+        {
+            "apiVersion": "quotaguard.dev/v1alpha1",
+            "kind": "TenantPolicy",
+            "metadata": {"name": "example"},
+            "spec": {
+                "gpuClasses": CLASSES,
+                "tenants": tenants,
+                "geometry": {
+                    "mode": "apply",
+                    "pools": [
+                        {
+                            "name": "a100",
+                            "nodeSelector": {"nvidia.com/gpu.product": PRODUCT},
+                            "configs": CONFIGS,
+                            "minDwell": "30m",
+                            **pool,
+                        }
+                    ],
+                },
+            },
+        }
+    )
+
+
+def node(
+    name: str,
+    config: str = "all-balanced",
+    *,
+    gpus: int = 8,
+    unschedulable: bool = False,
+    ready: bool = True,
+    annotations: dict[str, str] | None = None,
+    allocatable: dict[str, int] | None = None,
+) -> Node:
+    offers = node_resources(builtin_configs("A100-80GB")[config], "A100-80GB", gpus)
+    return Node(
+        name=name,
+        ready=ready,
+        unschedulable=unschedulable,
+        taints=(),
+        labels={
+            "nvidia.com/gpu.product": PRODUCT,
+            "nvidia.com/gpu.count": str(gpus),
+            "nvidia.com/mig.config": config,
+            "nvidia.com/mig.config.state": "success",
+        },
+        allocatable=offers if allocatable is None else allocatable,
+        annotations=annotations or {},
+    )
+
+
+def pod(node_name: str, resource: str = "nvidia.com/mig-1g.10gb", namespace: str = "small") -> Pod:
+    return Pod(
+        namespace, f"p-{node_name}", "Running", node_name, None, None, None, {}, {resource: 1}
+    )
+
+
+def views(the_policy: TenantPolicy, nodes: list[Node], pods: list[Pod] | None = None):
+    return node_views(the_policy, nodes, pods or [])
+
+
+def demand(**per_tenant: dict[str, int]) -> dict[str, dict[str, ClassDemand]]:
+    return {
+        tenant: {name: ClassDemand(0, amount) for name, amount in classes.items()}
+        for tenant, classes in per_tenant.items()
+    }
