@@ -23,7 +23,7 @@ Deterministic: the same inputs give the same plan.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Literal
 
@@ -193,53 +193,15 @@ def plan_layouts(
     if geometry is None or geometry.mode == "off":
         return LayoutPlan(mode="off")
     valuer = _Valuer(policy, demand, weights or {}, held_outside or {})
-    rows: dict[str, NodeLayout] = {}
-    # Capacity now (nodes changing at zero) and in the end state (changing nodes at target).
-    present: Capacity = {}
-    final: Capacity = {}
-    candidates: list[_Candidate] = []
-    changing_in_pool: dict[str, int] = {}
-    for view in views:
-        pool = view.pool
-        if pool is None:
-            present = _add(present, view.capacity, 1)
-            final = _add(final, view.capacity, 1)
-            continue
-        name = pool.pool.name
-        progress = view.progress
-        if progress is not None:
-            changing_in_pool[name] = changing_in_pool.get(name, 0) + 1
-            failed = progress.phase == "failed"
-            detail = f"failed: {progress.detail}" if failed else progress.phase
-            rows[view.name] = NodeLayout(
-                view.name,
-                name,
-                progress.source,
-                progress.target,
-                "failed" if failed else "changing",
-                f"{detail}; out of capacity until the layout is in place",
-            )
-            if not failed:
-                final = _add(final, _offers(policy, view, progress.target), 1)
-            continue
-        present = _add(present, view.capacity, 1)
-        final = _add(final, view.capacity, 1)
-        why = _not_movable(view, pool)
-        if why is not None:
-            rows[view.name] = NodeLayout(view.name, name, view.current, view.current, "skip", why)
-            continue
-        dwell_until = (view.changed_at or -float("inf")) + pool.pool.min_dwell
-        idle_enough = view.gpu_pods == 0 or pool.pool.drain == "wait"
-        candidates.append(
-            _Candidate(view, pool, dict(view.capacity), now >= dwell_until and idle_enough)
-        )
+    state = _sort(policy, views, now)
+    rows, present, final, candidates = state.rows, state.present, state.final, state.candidates
     baseline_final = dict(final)
     final = _choose_targets(policy, valuer, candidates, final, baseline_final)
     sizes: dict[str, int] = {}
     for view in views:
         if view.pool is not None:
             sizes[view.pool.pool.name] = sizes.get(view.pool.pool.name, 0) + 1
-    _start(valuer, candidates, present, changing_in_pool, sizes, now, rows)
+    _start(valuer, candidates, present, state.changing, sizes, now, rows)
     for candidate in candidates:
         view = candidate.view
         if view.name in rows:
@@ -256,6 +218,56 @@ def plan_layouts(
         )
     ordered = tuple(rows[v.name] for v in views if v.name in rows)
     return LayoutPlan(mode=geometry.mode, nodes=ordered)
+
+
+@dataclass
+class _Sorted:
+    rows: dict[str, NodeLayout] = field(default_factory=dict)
+    present: Capacity = field(default_factory=dict)  # now, nodes changing at zero
+    final: Capacity = field(default_factory=dict)  # the end state, changing nodes at target
+    candidates: list[_Candidate] = field(default_factory=list)
+    changing: dict[str, int] = field(default_factory=dict)  # pool -> nodes changing
+
+
+def _sort(policy: TenantPolicy, views: Sequence[NodeView], now: float) -> _Sorted:
+    """Nodes outside pools, nodes changing, nodes left alone and the candidates for a move."""
+    found = _Sorted()
+    for view in views:
+        pool = view.pool
+        if pool is None or view.progress is None:
+            found.present = _add(found.present, view.capacity, 1)
+            found.final = _add(found.final, view.capacity, 1)
+        if pool is None:
+            continue
+        name = pool.pool.name
+        progress = view.progress
+        if progress is not None:
+            found.changing[name] = found.changing.get(name, 0) + 1
+            failed = progress.phase == "failed"
+            detail = f"failed: {progress.detail}" if failed else progress.phase
+            found.rows[view.name] = NodeLayout(
+                view.name,
+                name,
+                progress.source,
+                progress.target,
+                "failed" if failed else "changing",
+                f"{detail}; out of capacity until the layout is in place",
+            )
+            if not failed:
+                found.final = _add(found.final, _offers(policy, view, progress.target), 1)
+            continue
+        why = _not_movable(view, pool)
+        if why is not None:
+            found.rows[view.name] = NodeLayout(
+                view.name, name, view.current, view.current, "skip", why
+            )
+            continue
+        dwell_until = (view.changed_at or -float("inf")) + pool.pool.min_dwell
+        idle_enough = view.gpu_pods == 0 or pool.pool.drain == "wait"
+        found.candidates.append(
+            _Candidate(view, pool, dict(view.capacity), now >= dwell_until and idle_enough)
+        )
+    return found
 
 
 def _not_movable(view: NodeView, pool: PoolLayouts) -> str | None:
@@ -279,46 +291,13 @@ def _choose_targets(
     final: Capacity,
     baseline: Capacity,
 ) -> Capacity:
-    """Step 1: greedy single-node moves while one gains at least MIN_GAIN. Nodes that offer the
-    same in every layout are interchangeable, so each such group is tried once per round."""
-    options: dict[int, dict[str, dict[str, int]]] = {}
-    for index, candidate in enumerate(candidates):
-        options[index] = {
-            layout: _offers(policy, candidate.view, layout) for layout in candidate.pool.layouts
-        }
+    """Step 1: greedy single-node moves while one gains at least MIN_GAIN."""
+    options = [
+        {layout: _offers(policy, c.view, layout) for layout in c.pool.layouts} for c in candidates
+    ]
     value = valuer.value(final)
     while True:
-        best: tuple[float, int, str, Capacity] | None = None
-        tried: set[tuple[object, ...]] = set()
-        order = sorted(
-            (i for i, c in enumerate(candidates) if c.target is None),
-            key=lambda i: (
-                not candidates[i].startable,
-                candidates[i].view.gpu_pods,
-                candidates[i].view.name,
-            ),
-        )
-        for index in order:
-            candidate = candidates[index]
-            key = (
-                candidate.pool.pool.name,
-                candidate.view.current,
-                candidate.startable,
-                tuple(sorted(candidate.now_offers.items())),
-                tuple((k, tuple(sorted(v.items()))) for k, v in options[index].items()),
-            )
-            if key in tried:
-                continue
-            tried.add(key)
-            for layout, offers in options[index].items():
-                if layout == candidate.view.current:
-                    continue
-                moved = _add(_add(final, candidate.now_offers, -1), offers, 1)
-                if valuer.covers(moved, baseline) is not None:
-                    continue
-                gain = valuer.value(moved) - value
-                if gain >= MIN_GAIN - 1e-9 and (best is None or gain > best[0] + 1e-9):
-                    best = (gain, index, layout, moved)
+        best = _best_move(valuer, candidates, options, final, baseline, value)
         if best is None:
             return final
         gain, index, layout, moved = best
@@ -327,6 +306,50 @@ def _choose_targets(
         candidate.gain = gain
         candidate.moves = _describe(final, moved)
         final, value = moved, value + gain
+
+
+def _best_move(
+    valuer: _Valuer,
+    candidates: list[_Candidate],
+    options: list[dict[str, dict[str, int]]],
+    final: Capacity,
+    baseline: Capacity,
+    value: float,
+) -> tuple[float, int, str, Capacity] | None:
+    """The one move that gains most. Nodes that offer the same in every layout are
+    interchangeable, so each such group is tried once."""
+    best: tuple[float, int, str, Capacity] | None = None
+    tried: set[tuple[object, ...]] = set()
+    order = sorted(
+        (i for i, c in enumerate(candidates) if c.target is None),
+        key=lambda i: (
+            not candidates[i].startable,
+            candidates[i].view.gpu_pods,
+            candidates[i].view.name,
+        ),
+    )
+    for index in order:
+        candidate = candidates[index]
+        key = (
+            candidate.pool.pool.name,
+            candidate.view.current,
+            candidate.startable,
+            tuple(sorted(candidate.now_offers.items())),
+            tuple((k, tuple(sorted(v.items()))) for k, v in options[index].items()),
+        )
+        if key in tried:
+            continue
+        tried.add(key)
+        for layout, offers in options[index].items():
+            if layout == candidate.view.current:
+                continue
+            moved = _add(_add(final, candidate.now_offers, -1), offers, 1)
+            if valuer.covers(moved, baseline) is not None:
+                continue
+            gain = valuer.value(moved) - value
+            if gain >= MIN_GAIN - 1e-9 and (best is None or gain > best[0] + 1e-9):
+                best = (gain, index, layout, moved)
+    return best
 
 
 def _start(

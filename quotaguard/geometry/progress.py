@@ -167,60 +167,80 @@ def step(
     """The next move of a change in progress. `expected`: layout -> the GPU resources the node
     offers in it (target and source)."""
     if progress.phase == "draining":
-        if observed.gpu_pods == 0:
-            return _relabel(progress, progress.target, labels_of, now)
-        if limits.drain == "idle-only" or now - progress.since >= limits.drain_timeout:
-            why = (
-                "a GPU pod started before the cordon (drain idle-only)"
-                if limits.drain == "idle-only"
-                else f"GPU pods still running after drainTimeout {limits.drain_timeout:g}s"
-            )
-            return _finish(
-                progress,
-                now,
-                reason="LayoutChangeAbandoned",
-                message=f"layout {progress.target} not applied: {why}; uncordoned",
-                outcome="given-up",
-            )
-        return Update()
+        return _draining(progress, observed, limits, labels_of, now)
     if progress.phase == "applying":
-        layout = progress.applying or progress.target
-        state = observed.labels.get(MIG_STATE_LABEL)
-        if applied(observed, layout, expected.get(layout, {})):
-            if layout == progress.target:
-                return _finish(
-                    progress,
-                    now,
-                    reason="LayoutChanged",
-                    message=f"layout {progress.source or 'unknown'} -> {layout} applied",
-                    outcome="succeeded",
-                )
+        return _applying(progress, observed, limits, expected, now)
+    return _failed(progress, labels_of, now)
+
+
+def _draining(
+    progress: Progress, observed: Observed, limits: Limits, labels_of: LabelsOf, now: float
+) -> Update:
+    if observed.gpu_pods == 0:
+        return _relabel(progress, progress.target, labels_of, now)
+    if limits.drain == "idle-only" or now - progress.since >= limits.drain_timeout:
+        why = (
+            "a GPU pod started before the cordon (drain idle-only)"
+            if limits.drain == "idle-only"
+            else f"GPU pods still running after drainTimeout {limits.drain_timeout:g}s"
+        )
+        return _finish(
+            progress,
+            now,
+            reason="LayoutChangeAbandoned",
+            message=f"layout {progress.target} not applied: {why}; uncordoned",
+            outcome="given-up",
+        )
+    return Update()
+
+
+def _applying(
+    progress: Progress,
+    observed: Observed,
+    limits: Limits,
+    expected: Mapping[str, Mapping[str, int]],
+    now: float,
+) -> Update:
+    layout = progress.applying or progress.target
+    state = observed.labels.get(MIG_STATE_LABEL)
+    if applied(observed, layout, expected.get(layout, {})):
+        if layout == progress.target:
             return _finish(
                 progress,
                 now,
-                reason="LayoutRolledBack",
-                message=f"layout {progress.target} failed; back on {layout}",
-                outcome="rolled-back",
+                reason="LayoutChanged",
+                message=f"layout {progress.source or 'unknown'} -> {layout} applied",
+                outcome="succeeded",
             )
-        timed_out = now - progress.since >= limits.change_timeout
-        if state == "failed" or timed_out:
-            why = (
-                "mig-manager reports failed"
-                if state == "failed"
-                else f"not applied within changeTimeout {limits.change_timeout:g}s"
-            )
-            wait = backoff(progress.attempts)
-            failed = replace(progress, phase="failed", since=now, retry_at=now + wait, detail=why)
-            message = (
-                f"layout {layout} on this node: {why}; kept cordoned and out of capacity, "
-                f"retrying in {wait:g}s"
-            )
-            return Update(
-                progress=failed, event=("LayoutChangeFailed", message, "Warning"), outcome="failed"
-            )
+        return _finish(
+            progress,
+            now,
+            reason="LayoutRolledBack",
+            message=f"layout {progress.target} failed; back on {layout}",
+            outcome="rolled-back",
+        )
+    timed_out = now - progress.since >= limits.change_timeout
+    if state != "failed" and not timed_out:
         return Update()
-    # failed: after the backoff, ask for the other layout of the pair (a relabel is what makes
-    # mig-manager try again); the first retry rolls back to where the node came from.
+    why = (
+        "mig-manager reports failed"
+        if state == "failed"
+        else f"not applied within changeTimeout {limits.change_timeout:g}s"
+    )
+    wait = backoff(progress.attempts)
+    failed = replace(progress, phase="failed", since=now, retry_at=now + wait, detail=why)
+    message = (
+        f"layout {layout} on this node: {why}; kept cordoned and out of capacity, "
+        f"retrying in {wait:g}s"
+    )
+    return Update(
+        progress=failed, event=("LayoutChangeFailed", message, "Warning"), outcome="failed"
+    )
+
+
+def _failed(progress: Progress, labels_of: LabelsOf, now: float) -> Update:
+    """After the backoff, ask for the other layout of the pair (a relabel is what makes
+    mig-manager try again); the first retry rolls back to where the node came from."""
     if progress.retry_at is not None and now < progress.retry_at:
         return Update()
     last = progress.applying or progress.target
