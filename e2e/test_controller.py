@@ -47,6 +47,28 @@ from e2e.kueue import (
 MIG = "nvidia.com/mig-1g.10gb"
 
 
+def scrape(url: str) -> list[tuple[str, dict[str, str], float]]:
+    """The samples of GET url/metrics."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    with urllib.request.urlopen(f"{url}/metrics", timeout=3) as response:
+        text = response.read().decode()
+    return [
+        (s.name, s.labels, s.value)
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+    ]
+
+
+def series(samples: list[tuple[str, dict[str, str], float]], name: str) -> dict[str, float]:
+    """name's samples keyed by 'tenant/class' (or '' without those labels)."""
+    return {
+        "/".join(labels[k] for k in ("tenant", "class") if k in labels): value
+        for got, labels, value in samples
+        if got == name
+    }
+
+
 @pytest.fixture(scope="module")
 def kcluster(toolchain: Toolchain) -> Iterator[Cluster]:
     """A control plane of this module's own (no controller-manager: nothing but kwok and the
@@ -253,6 +275,20 @@ def test_recommend_mode_writes_nothing_and_reports_targets(
         with urllib.request.urlopen(f"{server.url}/reports/quota.csv", timeout=3) as response:
             csv_text = response.read().decode()
         assert "training" in csv_text and "h100" in csv_text
+        # /metrics: the queue's value now and the recommendation, with Kueue's labels.
+        samples = scrape(server.url)
+        assert series(samples, "quotaguard_quota_current_nominal")["training/h100"] == 16
+        recommended = series(samples, "quotaguard_quota_nominal")["training/h100"]
+        assert recommended == DISTRIBUTABLE["h100"]
+        (labels,) = [
+            labels
+            for name, labels, _ in samples
+            if name == "quotaguard_quota_nominal_gpus"
+            and labels["tenant"] == "training"
+            and labels["class"] == "h100"
+        ]
+        assert labels["cluster_queue"] == "training" and labels["resource"] == "nvidia.com/gpu"
+        assert series(samples, "quotaguard_controller_mode")[""] == 1
     finally:
         server.process.stop()
 
@@ -287,6 +323,12 @@ def test_two_replicas_never_both_lead_and_the_survivor_takes_over(
         leader, survivor = replicas[leader_name], replicas[survivor_name]
         wait_for_report(leader.report, converged, timeout=40, what="the leader converging")
         assert survivor.report() is not None  # it plans too, but only in its report
+        # Only the leader publishes quota series: summed over replicas, each tenant counts once.
+        assert series(scrape(leader.url), "quotaguard_quota_nominal")
+        standby = scrape(survivor.url)
+        assert series(standby, "quotaguard_quota_nominal") == {}
+        assert series(standby, "quotaguard_controller_leader") == {"": 0}
+        assert series(standby, "quotaguard_controller_last_plan_timestamp_seconds")[""] > 0
         writers = {
             e["reportingInstance"].rsplit("-", 1)[0]
             for e in quota_events(cluster)
@@ -319,6 +361,7 @@ def test_two_replicas_never_both_lead_and_the_survivor_takes_over(
             what="the survivor converging",
         )
         assert report["controller"]["leader"] is True
+        assert series(scrape(survivor.url), "quotaguard_quota_nominal")
         assert [
             e
             for e in quota_events(cluster)

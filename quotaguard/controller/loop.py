@@ -71,8 +71,9 @@ from quotaguard.reports.metrics import (
     CONTROLLER_INTERVALS,
     CONTROLLER_LEADER,
     CONTROLLER_STALE,
-    QUEUE_WRITES,
+    leadership_changed,
     publish_report,
+    record_writes,
 )
 
 log = logging.getLogger("quotaguard.controller")
@@ -263,7 +264,7 @@ class Controller:
             store,
             self.settings.identity or default_identity(),
             namespace=namespace,
-            on_change=lambda leader: CONTROLLER_LEADER.set(1 if leader else 0),
+            on_change=leadership_changed,
         )
 
     def _sticky(self, served: ServedGroups) -> ServedGroups:
@@ -320,6 +321,9 @@ class Controller:
         if mode == "apply" and self.is_leader():
             outcomes = await asyncio.to_thread(self._write_all, policy, the_plan, current)
         self._record(the_plan, current, report, outcomes, mode, now)
+        publish_report(
+            report, policy, leader=self.is_leader(), at=now, interval=self.interval(policy)
+        )
         CONTROLLER_INTERVALS.labels(outcome="planned").inc()
         return "planned"
 
@@ -523,7 +527,7 @@ class Controller:
         written = {o.queue for o in outcomes if o.result in ("updated", "created")}
         for outcome in outcomes:
             self.status.writes[outcome.result] = self.status.writes.get(outcome.result, 0) + 1
-            QUEUE_WRITES.labels(result=outcome.result).inc()
+        record_writes((o.result for o in outcomes), at=now)
         for tenant in the_plan.tenants:
             state = current.get(tenant.name)
             for row in tenant.classes:
@@ -559,7 +563,6 @@ class Controller:
         self.status.last_report = report
         self.status.last_planned_at = now
         self.history.record(report, now)
-        publish_report(report)
 
 
 def _with_mode(the_plan: Plan, mode: Mode) -> Plan:

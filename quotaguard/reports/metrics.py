@@ -1,75 +1,250 @@
 """The quota report as Prometheus series, and the controller's own counters.
 
-Gauges per tenant and class follow the latest report; a tenant or class that leaves the policy
-has its series removed rather than frozen at its last value.
+Quota and capacity series are built from the latest report when scraped (`quota_families`, a
+pure function), so a tenant or class that leaves the policy has no series rather than one
+frozen at its last value. Every one carries `resource` and the labels Kueue's own metrics use
+(`cluster_queue`, `flavor`, `resource`, `cohort`) next to `tenant` and `class`, so the two join
+in one query, and has a `_gpus` companion in whole-GPU equivalents (a MIG slice is slices/7 of
+a GPU, a shared unit a fraction of one), which sums across classes. Only the replica holding the
+controller Lease publishes them: summed over replicas, a dashboard counts each tenant once.
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, Final
 
 from prometheus_client import Counter, Gauge
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
 
+from quotaguard.policy.model import TenantPolicy
 from quotaguard.serve.observability import REGISTRY
 
-_TENANT_CLASS = ("tenant", "class")
+QUOTA_LABELS: Final = ("tenant", "class", "cluster_queue", "flavor", "resource", "cohort")
+TENANT_LABELS: Final = ("tenant", "cluster_queue", "cohort")
+CLASS_LABELS: Final = ("class", "flavor", "resource")
 
-QUOTA_NOMINAL: Final = Gauge(
-    "quotaguard_quota_nominal",
-    "Target nominal quota per tenant and GPU class, in units of the class resource.",
-    _TENANT_CLASS,
-    registry=REGISTRY,
+
+@dataclass(frozen=True)
+class QuotaField:
+    """One per-tenant, per-class series: its name, help text and where the value is read."""
+
+    name: str
+    help: str
+    key: str
+    current: bool = False  # read from the row's `current` (the queue as it is now)
+
+
+QUOTA_FIELDS: Final = (
+    QuotaField(
+        "quotaguard_quota_nominal",
+        "Nominal quota the controller sets (in recommend mode: recommends), per tenant and class.",
+        "nominal",
+    ),
+    QuotaField(
+        "quotaguard_quota_borrowing_limit",
+        "Borrowing limit the controller sets or recommends (max - nominal); absent without max.",
+        "borrowingLimit",
+    ),
+    QuotaField(
+        "quotaguard_quota_lending_limit",
+        "Lending limit the controller sets or recommends (nominal - guaranteed).",
+        "lendingLimit",
+    ),
+    QuotaField(
+        "quotaguard_quota_guaranteed",
+        "Guaranteed quota after scaling to live capacity.",
+        "guaranteed",
+    ),
+    QuotaField("quotaguard_quota_max", "The policy's ceiling (max); absent without one.", "max"),
+    QuotaField("quotaguard_quota_usage", "Admitted or running demand.", "usage"),
+    QuotaField("quotaguard_quota_pending", "Pending demand (smoothed).", "pending"),
+    QuotaField(
+        "quotaguard_quota_current_nominal",
+        "Nominal quota the queue has now (what Kueue or Volcano enforces).",
+        "nominal",
+        current=True,
+    ),
+    QuotaField(
+        "quotaguard_quota_current_borrowing_limit",
+        "Borrowing limit the queue has now; absent when it has none.",
+        "borrowingLimit",
+        current=True,
+    ),
+    QuotaField(
+        "quotaguard_quota_current_lending_limit",
+        "Lending limit the queue has now; absent when it has none.",
+        "lendingLimit",
+        current=True,
+    ),
 )
-QUOTA_BORROWING_LIMIT: Final = Gauge(
-    "quotaguard_quota_borrowing_limit",
-    "Target borrowing limit (max - nominal); absent when the tenant has no max.",
-    _TENANT_CLASS,
-    registry=REGISTRY,
+CLASS_FIELDS: Final = (
+    QuotaField(
+        "quotaguard_class_capacity",
+        "Healthy capacity per GPU class (Ready, schedulable, not faulty nodes).",
+        "capacity",
+    ),
+    QuotaField(
+        "quotaguard_class_distributable",
+        "Capacity per GPU class handed out as quota (headroom and outside pods taken off).",
+        "distributable",
+    ),
+    QuotaField(
+        "quotaguard_class_held_outside",
+        "Capacity per GPU class held by pods of no tenant.",
+        "heldOutside",
+    ),
+    QuotaField(
+        "quotaguard_class_guaranteed",
+        "Sum of the tenants' configured guarantees per GPU class (above distributable: the "
+        "guarantees cannot all be met).",
+        "configuredGuarantee",
+    ),
 )
-QUOTA_LENDING_LIMIT: Final = Gauge(
-    "quotaguard_quota_lending_limit",
-    "Target lending limit (nominal - guaranteed).",
-    _TENANT_CLASS,
-    registry=REGISTRY,
-)
-QUOTA_GUARANTEED: Final = Gauge(
-    "quotaguard_quota_guaranteed",
-    "Guaranteed quota per tenant and class, after scaling to live capacity.",
-    _TENANT_CLASS,
-    registry=REGISTRY,
-)
-QUOTA_USAGE: Final = Gauge(
-    "quotaguard_quota_usage",
-    "Admitted or running demand per tenant and class.",
-    _TENANT_CLASS,
-    registry=REGISTRY,
-)
-QUOTA_PENDING: Final = Gauge(
-    "quotaguard_quota_pending",
-    "Pending demand (smoothed) per tenant and class.",
-    _TENANT_CLASS,
-    registry=REGISTRY,
-)
-TENANT_WEIGHT: Final = Gauge(
-    "quotaguard_tenant_weight",
-    "Fair-share weight per tenant, adjusted by decayed usage.",
-    ["tenant"],
-    registry=REGISTRY,
-)
-CLASS_CAPACITY: Final = Gauge(
-    "quotaguard_class_capacity",
-    "Healthy capacity per GPU class (Ready, schedulable, not faulty nodes).",
-    ["class"],
-    registry=REGISTRY,
-)
-CLASS_DISTRIBUTABLE: Final = Gauge(
-    "quotaguard_class_distributable",
-    "Capacity per GPU class handed out as quota (headroom and outside pods taken off).",
-    ["class"],
-    registry=REGISTRY,
-)
+
+
+@dataclass(frozen=True)
+class ClassFacts:
+    """What the series of one class need from the policy."""
+
+    flavor: str
+    resource: str
+    gpu_equivalent: float
+
+
+def class_facts(policy: TenantPolicy) -> dict[str, ClassFacts]:
+    return {
+        c.name: ClassFacts(c.flavor, c.resource, float(c.gpu_equivalent))
+        for c in policy.spec.gpu_classes
+    }
+
+
+def _number(value: object) -> float | None:
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return float(value)
+    return None
+
+
+def _pair(
+    name: str, help_text: str, labels: Sequence[str]
+) -> tuple[GaugeMetricFamily, GaugeMetricFamily]:
+    units = GaugeMetricFamily(name, f"{help_text} In units of the class resource.", labels=labels)
+    gpus = GaugeMetricFamily(
+        f"{name}_gpus", f"{help_text} In whole-GPU equivalents.", labels=labels
+    )
+    return units, gpus
+
+
+def quota_families(
+    report: Mapping[str, Any], classes: Mapping[str, ClassFacts]
+) -> list[GaugeMetricFamily]:
+    """Every quota and capacity series of `report` (pure: the same report, the same series)."""
+    cohort = str(report.get("cohort") or "")
+    families: list[GaugeMetricFamily] = []
+    per_field = {f.name: _pair(f.name, f.help, QUOTA_LABELS) for f in QUOTA_FIELDS}
+    weight = GaugeMetricFamily(
+        "quotaguard_tenant_weight",
+        "Fair-share weight the controller sets or recommends, adjusted by decayed usage.",
+        labels=TENANT_LABELS,
+    )
+    current_weight = GaugeMetricFamily(
+        "quotaguard_tenant_current_weight",
+        "Fair-share weight the queue has now; absent when it has none.",
+        labels=TENANT_LABELS,
+    )
+    guaranteed_by_class: dict[str, float] = {}
+    for tenant in report.get("tenants", ()):
+        queue = str(tenant.get("queue") or "")
+        tenant_labels = [str(tenant["name"]), queue, cohort]
+        for family, key in ((weight, "weight"), (current_weight, "currentWeight")):
+            value = _number(tenant.get(key))
+            if value is not None:
+                family.add_metric(tenant_labels, value)
+        for row in tenant.get("classes", ()):
+            name = str(row["class"])
+            facts = classes.get(name)
+            equivalent = facts.gpu_equivalent if facts else 1.0
+            labels = [
+                str(tenant["name"]),
+                name,
+                queue,
+                str(row.get("flavor") or (facts.flavor if facts else "")),
+                str(row.get("resource") or (facts.resource if facts else "")),
+                cohort,
+            ]
+            configured = _number(row.get("configuredGuarantee"))
+            if configured is not None:
+                guaranteed_by_class[name] = guaranteed_by_class.get(name, 0.0) + configured
+            for field in QUOTA_FIELDS:
+                source = row.get("current") if field.current else row
+                value = _number(source.get(field.key)) if isinstance(source, Mapping) else None
+                if value is None:
+                    continue
+                units, gpus = per_field[field.name]
+                units.add_metric(labels, value)
+                gpus.add_metric(labels, value * equivalent)
+    for units, gpus in per_field.values():
+        families += [units, gpus]
+    families += [weight, current_weight]
+    per_class = {f.name: _pair(f.name, f.help, CLASS_LABELS) for f in CLASS_FIELDS}
+    for row in report.get("classes", ()):
+        name = str(row["name"])
+        facts = classes.get(name)
+        equivalent = facts.gpu_equivalent if facts else 1.0
+        labels = [name, facts.flavor if facts else "", str(row.get("resource") or "")]
+        values = {**row, "configuredGuarantee": guaranteed_by_class.get(name, 0.0)}
+        for field in CLASS_FIELDS:
+            value = _number(values.get(field.key))
+            if value is None:
+                continue
+            units, gpus = per_class[field.name]
+            units.add_metric(labels, value)
+            gpus.add_metric(labels, value * equivalent)
+    for units, gpus in per_class.values():
+        families += [units, gpus]
+    mode = GaugeMetricFamily(
+        "quotaguard_controller_mode",
+        "1 for the mode the controller plans in (apply, recommend, off).",
+        labels=("mode",),
+    )
+    mode.add_metric([str(report.get("mode") or "")], 1.0)
+    families.append(mode)
+    return families
+
+
+class LatestReport(Collector):
+    """The quota series of the last published report, rendered at scrape time; none while
+    this replica is a standby (or before the first plan)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._report: Mapping[str, Any] | None = None
+        self._classes: Mapping[str, ClassFacts] = {}
+
+    def publish(self, report: Mapping[str, Any], classes: Mapping[str, ClassFacts]) -> None:
+        with self._lock:
+            self._report, self._classes = report, classes
+
+    def withdraw(self) -> None:
+        with self._lock:
+            self._report = None
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        with self._lock:
+            report, classes = self._report, self._classes
+        if report is not None:
+            yield from quota_families(report, classes)
+
+    def describe(self) -> Iterable[GaugeMetricFamily]:
+        return ()  # dynamic: nothing to check at registration
+
+
+QUOTA_SERIES: Final = LatestReport()
+REGISTRY.register(QUOTA_SERIES)
+
 QUEUE_WRITES: Final = Counter(
     "quotaguard_queue_writes",
     "Queue writes by result (updated, created, unchanged, missing, conflict, error, not_leader).",
@@ -84,7 +259,8 @@ CONTROLLER_STALE: Final = Gauge(
 )
 CONTROLLER_LEADER: Final = Gauge(
     "quotaguard_controller_leader",
-    "1 while this replica holds the controller Lease and may write queues.",
+    "1 while this replica holds the controller Lease and may write queues; 0 on a standby, "
+    "which publishes no quota series.",
     registry=REGISTRY,
 )
 CONTROLLER_INTERVALS: Final = Counter(
@@ -93,52 +269,66 @@ CONTROLLER_INTERVALS: Final = Counter(
     ["outcome"],
     registry=REGISTRY,
 )
-
-_PER_CLASS: Final = (
-    (QUOTA_NOMINAL, "nominal"),
-    (QUOTA_BORROWING_LIMIT, "borrowingLimit"),
-    (QUOTA_LENDING_LIMIT, "lendingLimit"),
-    (QUOTA_GUARANTEED, "guaranteed"),
-    (QUOTA_USAGE, "usage"),
-    (QUOTA_PENDING, "pending"),
+CONTROLLER_INTERVAL: Final = Gauge(
+    "quotaguard_controller_interval_seconds",
+    "The policy's rebalance interval: a plan older than a few of these is stale.",
+    registry=REGISTRY,
+)
+LAST_PLAN: Final = Gauge(
+    "quotaguard_controller_last_plan_timestamp_seconds",
+    "When the controller last planned quotas from a fresh view of the cluster (Unix time).",
+    registry=REGISTRY,
+)
+LAST_WRITE: Final = Gauge(
+    "quotaguard_controller_last_write_timestamp_seconds",
+    "When the controller last changed a queue (Unix time); 0 before its first change.",
+    registry=REGISTRY,
 )
 
-_lock = threading.Lock()
-_published: dict[int, set[tuple[str, ...]]] = {}
+WRITE_RESULTS: Final = (
+    "updated",
+    "created",
+    "unchanged",
+    "missing",
+    "conflict",
+    "error",
+    "not_leader",
+)
 
 
-def _set(gauge: Gauge, labels: tuple[str, ...], value: object, seen: set[tuple[str, ...]]) -> None:
-    if isinstance(value, int | float) and not isinstance(value, bool):
-        gauge.labels(*labels).set(value)
-        seen.add(labels)
+def publish_report(
+    report: Mapping[str, Any],
+    policy: TenantPolicy,
+    *,
+    leader: bool,
+    at: float,
+    interval: float,
+) -> None:
+    """Publish a planned interval: its quota series when this replica leads, the time always."""
+    if leader:
+        QUOTA_SERIES.publish(report, class_facts(policy))
+    else:
+        QUOTA_SERIES.withdraw()
+    CONTROLLER_INTERVAL.set(interval)
+    LAST_PLAN.set(at)
 
 
-def publish_report(report: Mapping[str, Any]) -> None:
-    """Set every per-tenant/class gauge from a report; drop series the report no longer has."""
-    with _lock:
-        seen: dict[int, set[tuple[str, ...]]] = {}
-        for gauge, key in _PER_CLASS:
-            labels_seen = seen.setdefault(id(gauge), set())
-            for tenant in report.get("tenants", ()):
-                for row in tenant.get("classes", ()):
-                    _set(gauge, (tenant["name"], row["class"]), row.get(key), labels_seen)
-        weights = seen.setdefault(id(TENANT_WEIGHT), set())
-        for tenant in report.get("tenants", ()):
-            _set(TENANT_WEIGHT, (tenant["name"],), tenant.get("weight"), weights)
-        capacity = seen.setdefault(id(CLASS_CAPACITY), set())
-        distributable = seen.setdefault(id(CLASS_DISTRIBUTABLE), set())
-        for row in report.get("classes", ()):
-            _set(CLASS_CAPACITY, (row["name"],), row.get("capacity"), capacity)
-            _set(CLASS_DISTRIBUTABLE, (row["name"],), row.get("distributable"), distributable)
-        gauges = [g for g, _ in _PER_CLASS] + [TENANT_WEIGHT, CLASS_CAPACITY, CLASS_DISTRIBUTABLE]
-        for gauge in gauges:
-            for labels in _published.get(id(gauge), set()) - seen.get(id(gauge), set()):
-                gauge.remove(*labels)
-        _published.clear()
-        _published.update(seen)
+def record_writes(results: Iterable[str], *, at: float) -> None:
+    wrote = False
+    for result in results:
+        QUEUE_WRITES.labels(result=result).inc()
+        wrote = wrote or result in ("updated", "created")
+    if wrote:
+        LAST_WRITE.set(at)
 
 
-for _result in ("updated", "created", "unchanged", "missing", "conflict", "error", "not_leader"):
+def leadership_changed(leader: bool) -> None:
+    CONTROLLER_LEADER.set(1 if leader else 0)
+    if not leader:
+        QUOTA_SERIES.withdraw()
+
+
+for _result in WRITE_RESULTS:
     QUEUE_WRITES.labels(result=_result)
 for _outcome in ("planned", "stale", "off"):
     CONTROLLER_INTERVALS.labels(outcome=_outcome)

@@ -9,13 +9,34 @@ from __future__ import annotations
 
 import json
 import logging
+import platform
 import sys
 import time
 from typing import IO, Any, Final
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    Info,
+    disable_created_metrics,
+)
+
+from quotaguard import __version__
+
+# Counters and histograms export no `_created` series: they double the series count and no
+# dashboard or alert here reads them.
+disable_created_metrics()  # type: ignore[no-untyped-call]
 
 REGISTRY: Final = CollectorRegistry(auto_describe=True)
+
+BUILD_INFO: Final = Info(
+    "quotaguard_build",
+    "The quotaguard release and Python it runs on (value always 1).",
+    registry=REGISTRY,
+)
+BUILD_INFO.info({"version": __version__, "python_version": platform.python_version()})
 
 # -- admission webhook ---------------------------------------------------------------------------
 ADMISSION_REQUESTS: Final = Counter(
@@ -29,6 +50,13 @@ ADMISSION_DURATION: Final = Histogram(
     "Time from the end of reading the request body to the encoded response.",
     ["operation"],
     buckets=(0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25),
+    registry=REGISTRY,
+)
+ADMISSION_DENIALS: Final = Counter(
+    "quotaguard_admission_denials",
+    "Objects denied, by tenant (empty: a namespace no tenant owns) and the policy rule that "
+    "denied them; an object denied by two rules counts under both.",
+    ["tenant", "reason"],
     registry=REGISTRY,
 )
 ADMISSION_IN_FLIGHT: Final = Gauge(

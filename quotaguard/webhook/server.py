@@ -28,6 +28,7 @@ from quotaguard.admission.reviews import AdmissionReview, BadReview, encode_json
 from quotaguard.admission.sparse import decode_review_body
 from quotaguard.policy.model import TenantPolicy
 from quotaguard.serve.observability import (
+    ADMISSION_DENIALS,
     ADMISSION_DURATION,
     ADMISSION_IN_FLIGHT,
     ADMISSION_REQUESTS,
@@ -157,7 +158,11 @@ def answer(
         if uid is None:
             return 400, _error("not an AdmissionReview: request.uid missing"), "", "bad_request"
         return 200, _encode(internal_error_review(uid)), _kind(document), "error"
-    return 200, payload, _kind(document), _result(response)
+    result = _result(response)
+    if result == "denied":
+        for tenant, reason in denial_labels(response):
+            ADMISSION_DENIALS.labels(tenant, reason).inc()
+    return 200, payload, _kind(document), result
 
 
 def internal_error_review(uid: str) -> AdmissionReview:
@@ -202,6 +207,16 @@ def _kind(document: Any) -> str:
     kind = _request_field(document, "kind")
     name = kind.get("kind") if isinstance(kind, dict) else None
     return name if isinstance(name, str) and name in KNOWN_KINDS else "other"
+
+
+def denial_labels(review: AdmissionReview) -> list[tuple[str, str]]:
+    """(tenant, rule) of each rule that denied the object, from the response's audit
+    annotations: tenants come from the policy and rules from a fixed list, so the series stay
+    bounded whatever clients send."""
+    response = review.get("response")
+    audit = response.get("auditAnnotations", {}) if response is not None else {}
+    tenant = audit.get("tenant", "")
+    return [(tenant, rule) for rule in audit.get("denied", "").split(",") if rule]
 
 
 def _result(review: AdmissionReview) -> str:

@@ -15,7 +15,8 @@ from quotaguard.controller.leader import LeaderElector
 from quotaguard.controller.loop import Controller, ControllerSettings
 from quotaguard.controller.watch import WatchSettings
 from quotaguard.policy.loader import load_policy_text
-from quotaguard.reports.metrics import CONTROLLER_STALE, QUOTA_NOMINAL
+from quotaguard.reports.metrics import CONTROLLER_STALE
+from quotaguard.serve.observability import REGISTRY
 
 from .fakes import FakeApiServer, FakeLeaseStore, api_error, fake_clients
 
@@ -223,7 +224,18 @@ def test_recommend_writes_nothing_and_reports_targets(server):
     training = next(t for t in report["tenants"] if t["name"] == "training")
     row = training["classes"][0]
     assert row["class"] == "h100" and row["nominal"] == 16 and row["current"]["nominal"] == 8
-    assert QUOTA_NOMINAL.labels("training", "h100")._value.get() == 16
+    nominal = REGISTRY.get_sample_value(
+        "quotaguard_quota_nominal",
+        {
+            "tenant": "training",
+            "class": "h100",
+            "cluster_queue": "training",
+            "flavor": "h100",
+            "resource": "nvidia.com/gpu",
+            "cohort": "pool",
+        },
+    )
+    assert nominal == 16
 
 
 def test_apply_writes_changed_queues_only_and_leaves_other_groups_alone(server):

@@ -1,5 +1,5 @@
 """/reports: JSON (the plan report shape), CSV, an HTML page with escaped names and SVG charts,
-503 without a controller, and the Prometheus gauges that follow the report."""
+503 without a controller (the Prometheus series: test_metrics.py)."""
 
 from __future__ import annotations
 
@@ -20,8 +20,6 @@ from quotaguard.quota.report import CSV_COLUMNS, build_report
 from quotaguard.reports.history import QuotaHistory, points_for_span
 from quotaguard.reports.html import render_report_page
 from quotaguard.reports.http import report_routes
-from quotaguard.reports.metrics import QUOTA_NOMINAL, TENANT_WEIGHT, publish_report
-from quotaguard.serve.observability import REGISTRY
 
 POLICY = load_policy_text(
     """
@@ -183,24 +181,6 @@ def test_page_shows_moves_and_over_quota():
     page = render_report_page(report, [], now=0)
     assert f"3 → {row['nominal']}" in page
     assert f"2026-01-01T00:00:00Z: set 3 → {row['nominal']}" in page
-
-
-def test_gauges_follow_the_report_and_drop_tenants_that_left():
-    report = a_report()
-    publish_report(report)
-    research = report["tenants"][0]["classes"][0]
-    assert QUOTA_NOMINAL.labels("research", "h100")._value.get() == research["nominal"]
-    assert REGISTRY.get_sample_value("quotaguard_tenant_weight", {"tenant": "serving"}) == 2
-    without = {**report, "tenants": report["tenants"][1:]}
-    publish_report(without)
-    assert (
-        REGISTRY.get_sample_value(
-            "quotaguard_quota_nominal", {"tenant": "research", "class": "h100"}
-        )
-        is None
-    )
-    assert REGISTRY.get_sample_value("quotaguard_class_capacity", {"class": "h100"}) == 16
-    assert TENANT_WEIGHT.labels("serving")._value.get() == 2
 
 
 def test_history_is_a_bounded_ring_buffer():

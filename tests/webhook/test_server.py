@@ -228,3 +228,18 @@ def test_burst_of_500_requests_50_at_a_time_all_answered(
     # Odd requests went to /mutate (rewritten, allowed), even ones to /validate (denied).
     assert [allowed for _, _, allowed in results] == [n % 2 == 1 for n in range(500)]
     assert REGISTRY.get_sample_value("quotaguard_admission_in_flight_requests") == 0
+
+
+def denials(tenant: str, reason: str) -> float:
+    labels = {"tenant": tenant, "reason": reason}
+    return REGISTRY.get_sample_value("quotaguard_admission_denials_total", labels) or 0.0
+
+
+def test_denials_are_counted_by_tenant_and_rule(client: Client) -> None:
+    before = denials("inference", "class-not-allowed")
+    status, review = client.post("/validate", review_body(gpu_pod(), uid="d-1"))
+    assert status == 200 and review["response"]["allowed"] is False
+    assert denials("inference", "class-not-allowed") == before + 1
+    # An allowed object counts no denial.
+    client.post("/mutate", review_body(gpu_pod(), uid="d-2"))
+    assert denials("inference", "class-not-allowed") == before + 1
