@@ -527,7 +527,7 @@ class Controller:
         written = {o.queue for o in outcomes if o.result in ("updated", "created")}
         for outcome in outcomes:
             self.status.writes[outcome.result] = self.status.writes.get(outcome.result, 0) + 1
-        record_writes((o.result for o in outcomes), at=now)
+        record_writes(outcomes, at=now)
         for tenant in the_plan.tenants:
             state = current.get(tenant.name)
             for row in tenant.classes:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any, Final, Protocol
 
 from prometheus_client import Counter, Gauge
 from prometheus_client.core import GaugeMetricFamily
@@ -138,12 +138,37 @@ def _pair(
     return units, gpus
 
 
-def quota_families(
-    report: Mapping[str, Any], classes: Mapping[str, ClassFacts]
+def _row_labels(
+    tenant: Mapping[str, Any], row: Mapping[str, Any], facts: ClassFacts | None, cohort: str
+) -> list[str]:
+    return [
+        str(tenant["name"]),
+        str(row["class"]),
+        str(tenant.get("queue") or ""),
+        str(row.get("flavor") or (facts.flavor if facts else "")),
+        str(row.get("resource") or (facts.resource if facts else "")),
+        cohort,
+    ]
+
+
+def _add_row(
+    per_field: Mapping[str, tuple[GaugeMetricFamily, GaugeMetricFamily]],
+    row: Mapping[str, Any],
+    labels: list[str],
+    equivalent: float,
+) -> None:
+    for field in QUOTA_FIELDS:
+        source = row.get("current") if field.current else row
+        value = _number(source.get(field.key)) if isinstance(source, Mapping) else None
+        if value is not None:
+            units, gpus = per_field[field.name]
+            units.add_metric(labels, value)
+            gpus.add_metric(labels, value * equivalent)
+
+
+def _tenant_families(
+    report: Mapping[str, Any], classes: Mapping[str, ClassFacts], cohort: str
 ) -> list[GaugeMetricFamily]:
-    """Every quota and capacity series of `report` (pure: the same report, the same series)."""
-    cohort = str(report.get("cohort") or "")
-    families: list[GaugeMetricFamily] = []
     per_field = {f.name: _pair(f.name, f.help, QUOTA_LABELS) for f in QUOTA_FIELDS}
     weight = GaugeMetricFamily(
         "quotaguard_tenant_weight",
@@ -155,64 +180,64 @@ def quota_families(
         "Fair-share weight the queue has now; absent when it has none.",
         labels=TENANT_LABELS,
     )
-    guaranteed_by_class: dict[str, float] = {}
     for tenant in report.get("tenants", ()):
-        queue = str(tenant.get("queue") or "")
-        tenant_labels = [str(tenant["name"]), queue, cohort]
+        tenant_labels = [str(tenant["name"]), str(tenant.get("queue") or ""), cohort]
         for family, key in ((weight, "weight"), (current_weight, "currentWeight")):
             value = _number(tenant.get(key))
             if value is not None:
                 family.add_metric(tenant_labels, value)
         for row in tenant.get("classes", ()):
-            name = str(row["class"])
-            facts = classes.get(name)
-            equivalent = facts.gpu_equivalent if facts else 1.0
-            labels = [
-                str(tenant["name"]),
-                name,
-                queue,
-                str(row.get("flavor") or (facts.flavor if facts else "")),
-                str(row.get("resource") or (facts.resource if facts else "")),
-                cohort,
-            ]
-            configured = _number(row.get("configuredGuarantee"))
-            if configured is not None:
-                guaranteed_by_class[name] = guaranteed_by_class.get(name, 0.0) + configured
-            for field in QUOTA_FIELDS:
-                source = row.get("current") if field.current else row
-                value = _number(source.get(field.key)) if isinstance(source, Mapping) else None
-                if value is None:
-                    continue
-                units, gpus = per_field[field.name]
-                units.add_metric(labels, value)
-                gpus.add_metric(labels, value * equivalent)
-    for units, gpus in per_field.values():
-        families += [units, gpus]
-    families += [weight, current_weight]
+            facts = classes.get(str(row["class"]))
+            labels = _row_labels(tenant, row, facts, cohort)
+            _add_row(per_field, row, labels, facts.gpu_equivalent if facts else 1.0)
+    families = [family for pair in per_field.values() for family in pair]
+    return [*families, weight, current_weight]
+
+
+def _configured_guarantees(report: Mapping[str, Any]) -> dict[str, float]:
+    totals: dict[str, float] = {}
+    for tenant in report.get("tenants", ()):
+        for row in tenant.get("classes", ()):
+            configured = _number(row.get("configuredGuarantee")) or 0.0
+            totals[str(row["class"])] = totals.get(str(row["class"]), 0.0) + configured
+    return totals
+
+
+def _class_families(
+    report: Mapping[str, Any], classes: Mapping[str, ClassFacts]
+) -> list[GaugeMetricFamily]:
     per_class = {f.name: _pair(f.name, f.help, CLASS_LABELS) for f in CLASS_FIELDS}
+    guaranteed = _configured_guarantees(report)
     for row in report.get("classes", ()):
         name = str(row["name"])
-        facts = classes.get(name)
-        equivalent = facts.gpu_equivalent if facts else 1.0
-        labels = [name, facts.flavor if facts else "", str(row.get("resource") or "")]
-        values = {**row, "configuredGuarantee": guaranteed_by_class.get(name, 0.0)}
+        facts = classes.get(name) or ClassFacts("", str(row.get("resource") or ""), 1.0)
+        labels = [name, facts.flavor, str(row.get("resource") or facts.resource)]
+        values = {**row, "configuredGuarantee": guaranteed.get(name, 0.0)}
         for field in CLASS_FIELDS:
             value = _number(values.get(field.key))
-            if value is None:
-                continue
-            units, gpus = per_class[field.name]
-            units.add_metric(labels, value)
-            gpus.add_metric(labels, value * equivalent)
-    for units, gpus in per_class.values():
-        families += [units, gpus]
+            if value is not None:
+                units, gpus = per_class[field.name]
+                units.add_metric(labels, value)
+                gpus.add_metric(labels, value * facts.gpu_equivalent)
+    return [family for pair in per_class.values() for family in pair]
+
+
+def quota_families(
+    report: Mapping[str, Any], classes: Mapping[str, ClassFacts]
+) -> list[GaugeMetricFamily]:
+    """Every quota and capacity series of `report` (pure: the same report, the same series)."""
+    cohort = str(report.get("cohort") or "")
     mode = GaugeMetricFamily(
         "quotaguard_controller_mode",
         "1 for the mode the controller plans in (apply, recommend, off).",
         labels=("mode",),
     )
     mode.add_metric([str(report.get("mode") or "")], 1.0)
-    families.append(mode)
-    return families
+    return [
+        *_tenant_families(report, classes, cohort),
+        *_class_families(report, classes),
+        mode,
+    ]
 
 
 class LatestReport(Collector):
@@ -313,11 +338,16 @@ def publish_report(
     LAST_PLAN.set(at)
 
 
-def record_writes(results: Iterable[str], *, at: float) -> None:
+class WriteResult(Protocol):
+    @property
+    def result(self) -> str: ...
+
+
+def record_writes(outcomes: Iterable[WriteResult], *, at: float) -> None:
     wrote = False
-    for result in results:
-        QUEUE_WRITES.labels(result=result).inc()
-        wrote = wrote or result in ("updated", "created")
+    for outcome in outcomes:
+        QUEUE_WRITES.labels(result=outcome.result).inc()
+        wrote = wrote or outcome.result in ("updated", "created")
     if wrote:
         LAST_WRITE.set(at)
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from prometheus_client import generate_latest
@@ -131,9 +132,14 @@ def test_only_the_leader_publishes_quota_series_and_a_tenant_that_left_has_none(
     assert scraped("quotaguard_controller_last_plan_timestamp_seconds") == [({}, 1120.0)]
 
 
+@dataclass(frozen=True)
+class Outcome:
+    result: str
+
+
 def test_last_write_moves_only_when_a_queue_changed() -> None:
-    record_writes(["updated"], at=500.0)
-    record_writes(["unchanged", "conflict"], at=600.0)
+    record_writes([Outcome("updated")], at=500.0)
+    record_writes([Outcome("unchanged"), Outcome("conflict")], at=600.0)
     assert scraped("quotaguard_controller_last_write_timestamp_seconds") == [({}, 500.0)]
 
 
