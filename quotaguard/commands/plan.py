@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import time
 from typing import Any
 
 from quotaguard.commands.common import read_policy
@@ -118,7 +119,8 @@ def _list_cluster(kubeconfig: str, context: str | None, backend: str) -> list[An
 
 
 def run(args: argparse.Namespace) -> int:
-    from quotaguard.quota.capacity import class_capacity
+    from quotaguard.geometry.capacity import plan_capacity
+    from quotaguard.geometry.report import format_layouts, layout_rows
     from quotaguard.quota.cluster import SnapshotError, load_snapshot, parse_objects
     from quotaguard.quota.demand import demand_of
     from quotaguard.quota.planner import plan
@@ -151,20 +153,20 @@ def run(args: argparse.Namespace) -> int:
     history = UsageHistory().record(
         usage_in_gpus(policy, demand), 0.0, policy.spec.rebalance.usage_half_life
     )
-    result = plan(
-        policy,
-        class_capacity(policy, snapshot.nodes, snapshot.pods),
-        demand,
-        current=current,
-        weights=fair_share_weights(policy, history),
+    weights = fair_share_weights(policy, history)
+    # Layouts first: the quota plan is made on the capacity they leave (changing nodes at 0).
+    layouts, capacity = plan_capacity(
+        policy, snapshot.nodes, snapshot.pods, demand, now=time.time(), weights=weights
     )
+    result = plan(policy, capacity, demand, current=current, weights=weights)
     report = build_report(result, current=current)
+    report["nodes"] = layout_rows(layouts)
     if args.output == "json":
         print(json.dumps(report, indent=2))
     elif args.output == "csv":
         sys.stdout.write(to_csv(report))
     else:
-        print(format_table(report))
+        print("\n".join([format_table(report), *format_layouts(report["nodes"], layouts.mode)]))
     for problem in result.problems:  # errors go to stderr, whatever stdout shows
         print(f"{args.policy}: {problem}", file=sys.stderr)
     return 1 if result.problems else 0

@@ -56,8 +56,10 @@ class LayoutPlan:
 
     @property
     def out_of_capacity(self) -> frozenset[str]:
-        """Nodes that serve nothing while this plan holds: changing, starting or failed."""
-        return frozenset(n.name for n in self.nodes if n.action in ("start", "changing", "failed"))
+        """Nodes that serve nothing while this plan holds: changing or failed, and starting a
+        change in mode apply (in recommend nothing starts, so the node keeps serving)."""
+        gone = ("start", "changing", "failed") if self.mode == "apply" else ("changing", "failed")
+        return frozenset(n.name for n in self.nodes if n.action in gone)
 
     @property
     def changes(self) -> tuple[NodeLayout, ...]:

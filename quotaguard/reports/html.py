@@ -171,6 +171,20 @@ def _capacity_table(report: Mapping[str, Any]) -> str:
     )
 
 
+def _layout_table(report: Mapping[str, Any]) -> str:
+    rows = [
+        "<tr>"
+        + "".join(
+            _cell(row.get(key), "text")
+            for key in ("name", "pool", "current", "target", "action", "reason")
+        )
+        + "</tr>"
+        for row in report.get("nodes", ())
+    ]
+    header = ("node", "pool", "current", "target", "action", "reason")
+    return _table(header, rows, text_columns=range(6)) if rows else ""
+
+
 def _page(title: str, body: list[str], refresh_seconds: float | None) -> str:
     refresh = (
         f'<meta http-equiv="refresh" content="{max(5, int(refresh_seconds))}">'
@@ -213,6 +227,9 @@ def render_report_page(
     body.extend(f'<p class="warn">{escape(str(p))}</p>' for p in report.get("problems", ()))
     body.append("<h2>Capacity</h2>")
     body.append(_capacity_table(report))
+    if layouts := _layout_table(report):
+        body.append("<h2>Layouts</h2>")
+        body.append(layouts)
     for tenant in report.get("tenants", ()):
         weight = _text(tenant.get("weight"))
         if tenant.get("weight") != tenant.get("baseWeight"):

@@ -222,6 +222,25 @@ def _class_families(
     return [family for pair in per_class.values() for family in pair]
 
 
+def _layout_families(report: Mapping[str, Any]) -> list[GaugeMetricFamily]:
+    """Nodes of each geometry pool by what the layout plan does to them."""
+    counted: dict[tuple[str, str], int] = {}
+    for node in report.get("nodes", ()):
+        key = (str(node.get("pool")), str(node.get("action")))
+        counted[key] = counted.get(key, 0) + 1
+    if not counted:
+        return []
+    family = GaugeMetricFamily(
+        "quotaguard_layout_nodes",
+        "Nodes of each geometry pool by what the layout plan does to them "
+        "(keep, start, wait, changing, failed, skip).",
+        labels=("pool", "action"),
+    )
+    for (pool, action), count in sorted(counted.items()):
+        family.add_metric([pool, action], float(count))
+    return [family]
+
+
 def quota_families(
     report: Mapping[str, Any], classes: Mapping[str, ClassFacts]
 ) -> list[GaugeMetricFamily]:
@@ -236,6 +255,7 @@ def quota_families(
     return [
         *_tenant_families(report, classes, cohort),
         *_class_families(report, classes),
+        *_layout_families(report),
         mode,
     ]
 
@@ -307,6 +327,13 @@ LAST_PLAN: Final = Gauge(
 LAST_WRITE: Final = Gauge(
     "quotaguard_controller_last_write_timestamp_seconds",
     "When the controller last changed a queue (Unix time); 0 before its first change.",
+    registry=REGISTRY,
+)
+LAYOUT_CHANGES: Final = Counter(
+    "quotaguard_layout_changes",
+    "Steps of node layout changes by outcome (started, relabelled, succeeded, rolled-back, "
+    "failed, given-up).",
+    ["outcome"],
     registry=REGISTRY,
 )
 

@@ -20,6 +20,7 @@ from quotaguard.quota.report import CSV_COLUMNS, build_report
 from quotaguard.reports.history import QuotaHistory, points_for_span
 from quotaguard.reports.html import render_report_page
 from quotaguard.reports.http import report_routes
+from quotaguard.reports.metrics import quota_families
 
 POLICY = load_policy_text(
     """
@@ -191,3 +192,44 @@ def test_history_is_a_bounded_ring_buffer():
     assert len(points) == 5 and points[0].at == 5 * 3600
     assert points[-1].tenants["research"]["h100"].usage == 6
     assert points_for_span(interval=0.001) == 5000  # bounded however short the interval
+
+
+def test_layout_plan_on_the_page_and_in_the_gauges():
+    report = a_report()
+    report["nodes"] = [
+        {
+            "name": "gpu-a",
+            "pool": "a100",
+            "current": "all-balanced",
+            "target": "all-1g.10gb",
+            "action": "start",
+            "reason": "all-1g.10gb serves 5.7 GPU more <of> the demand",
+        },
+        {
+            "name": "gpu-b",
+            "pool": "a100",
+            "current": "all-balanced",
+            "target": "all-balanced",
+            "action": "keep",
+            "reason": "no other layout",
+        },
+        {
+            "name": "gpu-c",
+            "pool": "a100",
+            "current": "all-balanced",
+            "target": "all-balanced",
+            "action": "keep",
+            "reason": "no other layout",
+        },
+    ]
+    page = render_report_page(report, [], now=0)
+    assert "<h2>Layouts</h2>" in page and "all-1g.10gb serves 5.7 GPU more &lt;of&gt;" in page
+    samples = {
+        (m.labels["pool"], m.labels["action"]): m.value
+        for family in quota_families(report, {})
+        if family.name == "quotaguard_layout_nodes"
+        for m in family.samples
+    }
+    assert samples == {("a100", "keep"): 2, ("a100", "start"): 1}
+    assert not [f for f in quota_families(a_report(), {}) if f.name == "quotaguard_layout_nodes"]
+    assert "<h2>Layouts</h2>" not in render_report_page(a_report(), [], now=0)

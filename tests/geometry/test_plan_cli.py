@@ -1,0 +1,122 @@
+"""`quotaguard plan` with a geometry pool: layout changes listed, quotas on the capacity left."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from quotaguard.cli import main
+
+POLICY = textwrap.dedent(
+    """\
+    apiVersion: quotaguard.dev/v1alpha1
+    kind: TenantPolicy
+    metadata: {name: p}
+    spec:
+      gpuClasses:
+        - {name: mig-1g, resource: nvidia.com/mig-1g.10gb, memory: 10Gi, slices: 1}
+        - {name: mig-2g, resource: nvidia.com/mig-2g.20gb, memory: 20Gi, slices: 2}
+        - {name: mig-3g, resource: nvidia.com/mig-3g.40gb, memory: 40Gi, slices: 3}
+      tenants:
+        - {name: small, namespaces: [small], quota: {mig-1g: {guaranteed: 4}}}
+        - {name: large, namespaces: [large], quota: {mig-3g: {guaranteed: 4}}}
+      geometry:
+        mode: apply
+        pools:
+          - name: a100
+            nodeSelector: {nvidia.com/gpu.product: NVIDIA-A100-SXM4-80GB}
+            configs: [all-balanced, all-1g.10gb, all-3g.40gb]
+    """
+)
+
+
+def _node(name: str) -> dict[str, object]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {
+            "name": name,
+            "labels": {
+                "nvidia.com/gpu.product": "NVIDIA-A100-SXM4-80GB",
+                "nvidia.com/gpu.count": "8",
+                "nvidia.com/mig.config": "all-balanced",
+                "nvidia.com/mig.config.state": "success",
+            },
+        },
+        "status": {
+            "conditions": [{"type": "Ready", "status": "True"}],
+            "allocatable": {
+                "nvidia.com/mig-1g.10gb": "16",
+                "nvidia.com/mig-2g.20gb": "8",
+                "nvidia.com/mig-3g.40gb": "8",
+            },
+        },
+    }
+
+
+def _pending(index: int) -> dict[str, object]:
+    gpu = {"nvidia.com/mig-1g.10gb": "1"}
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": f"p{index}", "namespace": "small"},
+        "spec": {"containers": [{"name": "c", "resources": {"limits": gpu, "requests": gpu}}]},
+        "status": {"phase": "Pending"},
+    }
+
+
+@pytest.fixture
+def files(tmp_path: Path) -> tuple[str, str]:
+    policy = tmp_path / "policy.yaml"
+    policy.write_text(POLICY)
+    snapshot = tmp_path / "snapshot.json"
+    items = [_node("gpu-a"), _node("gpu-b"), *(_pending(i) for i in range(60))]
+    snapshot.write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": items}))
+    return str(policy), str(snapshot)
+
+
+def test_json_lists_layout_changes_and_quotas_follow(files, capsys):
+    policy, snapshot = files
+    code = main(["plan", "--policy", policy, "--snapshot", snapshot, "--output", "json"])
+    report = json.loads(capsys.readouterr().out)
+    assert code == 0
+    nodes = {row["name"]: row for row in report["nodes"]}
+    assert set(nodes) == {"gpu-a", "gpu-b"}
+    assert {k: nodes["gpu-a"][k] for k in ("pool", "current", "target", "action")} == {
+        "pool": "a100",
+        "current": "all-balanced",
+        "target": "all-1g.10gb",
+        "action": "start",
+    }
+    assert "serves" in nodes["gpu-a"]["reason"]
+    # The node being changed serves nothing meanwhile: only gpu-b counts.
+    classes = {row["name"]: row["capacity"] for row in report["classes"]}
+    assert classes == {"mig-1g": 16, "mig-2g": 8, "mig-3g": 8}
+
+
+def test_table_shows_the_changes(files, capsys):
+    policy, snapshot = files
+    assert main(["plan", "--policy", policy, "--snapshot", snapshot]) == 0
+    out = capsys.readouterr().out
+    assert "LAYOUTS (geometry mode apply)" in out
+    line = next(line for line in out.splitlines() if line.startswith("gpu-a"))
+    assert line.split()[:5] == ["gpu-a", "a100", "all-balanced", "all-1g.10gb", "start"]
+
+
+def test_no_geometry_no_nodes(capsys):
+    sample = str(Path(__file__).parents[2] / "config" / "policy.yaml")
+    fixture = str(Path(__file__).parents[1] / "fixtures" / "snapshots" / "cluster.json")
+    main(["plan", "--policy", sample, "--snapshot", fixture, "--output", "json"])
+    assert json.loads(capsys.readouterr().out)["nodes"] == []
+
+
+def test_in_recommend_mode_the_node_still_counts(files, capsys):
+    policy, snapshot = files
+    Path(policy).write_text(POLICY.replace("mode: apply", "mode: recommend"))
+    main(["plan", "--policy", policy, "--snapshot", snapshot, "--output", "json"])
+    report = json.loads(capsys.readouterr().out)
+    assert report["nodes"][0]["action"] == "start"
+    assert {row["name"]: row["capacity"] for row in report["classes"]}["mig-1g"] == 32
