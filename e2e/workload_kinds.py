@@ -155,6 +155,12 @@ def leaderworkerset(name: str, namespace: str) -> Manifest:
         "metadata": _meta(name, namespace),
         "spec": {
             "replicas": 1,
+            # What LWS's own defaulting webhook would add (not run here); its CRD requires it.
+            "rolloutStrategy": {
+                "type": "RollingUpdate",
+                "rollingUpdateConfiguration": {"maxUnavailable": 1, "maxSurge": 0},
+            },
+            "startupPolicy": "LeaderCreated",
             "leaderWorkerTemplate": {
                 "size": 2,
                 "leaderTemplate": gpu_pod_template("leader"),
@@ -193,7 +199,11 @@ def rayjob(name: str, namespace: str) -> Manifest:
         "apiVersion": "ray.io/v1",
         "kind": "RayJob",
         "metadata": _meta(name, namespace),
-        "spec": {"entrypoint": "python train.py", "rayClusterSpec": _ray_cluster_spec()},
+        "spec": {
+            "entrypoint": "python train.py",
+            "shutdownAfterJobFinishes": True,  # Kueue refuses a RayJob that keeps its cluster
+            "rayClusterSpec": _ray_cluster_spec(),
+        },
     }
 
 
