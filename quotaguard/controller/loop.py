@@ -32,6 +32,7 @@ from quotaguard.controller.kube import (
     ServedGroups,
     discover,
 )
+from quotaguard.controller.layouts import NodeWrite, apply_updates
 from quotaguard.controller.leader import (
     LEASE_NAME,
     KubeLeaseStore,
@@ -49,9 +50,13 @@ from quotaguard.controller.write import (
     emit_event,
     event_body,
 )
+from quotaguard.geometry.apply import next_updates
+from quotaguard.geometry.capacity import plan_capacity
+from quotaguard.geometry.nodes import NodeView, node_views
+from quotaguard.geometry.planner import LayoutPlan
+from quotaguard.geometry.report import layout_rows
 from quotaguard.kube.values import utc_timestamp
 from quotaguard.policy.model import Mode, TenantPolicy
-from quotaguard.quota.capacity import class_capacity
 from quotaguard.quota.cluster import ResourceQuota, parse_objects
 from quotaguard.quota.demand import DemandSmoother, demand_of
 from quotaguard.quota.diff import (
@@ -118,6 +123,7 @@ class ControllerStatus:
     last_report: dict[str, Any] | None = None
     last_planned_at: float | None = None
     served: ServedGroups | None = None
+    node_writes: tuple[NodeWrite, ...] = ()  # the last interval's layout patches
 
     @property
     def written(self) -> int:
@@ -162,6 +168,8 @@ class Controller:
         self._last_changes: dict[tuple[str, str], dict[str, Any]] = {}
         self._last_targets: dict[tuple[str, str], int] = {}
         self._managed_generation: object = None
+        self._layouts = LayoutPlan(mode="off")
+        self._layout_views: list[NodeView] = []
 
     # -- what others read --------------------------------------------------------------------
 
@@ -320,6 +328,8 @@ class Controller:
         outcomes: list[WriteOutcome] = []
         if mode == "apply" and self.is_leader():
             outcomes = await asyncio.to_thread(self._write_all, policy, the_plan, current)
+        if self.is_leader():  # after the quota cuts: a node leaves capacity once quotas fit
+            self.status.node_writes = await asyncio.to_thread(self._change_layouts, policy, now)
         self._record(the_plan, current, report, outcomes, mode, now)
         publish_report(
             report, policy, leader=self.is_leader(), at=now, interval=self.interval(policy)
@@ -345,7 +355,6 @@ class Controller:
         """The pure part, with the state carried between intervals (runs in a worker thread)."""
         rebalance = policy.spec.rebalance
         snapshot = parse_objects(objects, gpu_resources=policy.gpu_resources)
-        capacity = class_capacity(policy, snapshot.nodes, snapshot.pods)
         observed = demand_of(policy, snapshot)
         smoother = self._smoother or DemandSmoother(rebalance.demand_window)
         if smoother.window != rebalance.demand_window:
@@ -355,6 +364,13 @@ class Controller:
             usage_in_gpus(policy, observed), now, rebalance.usage_half_life
         )
         weights = fair_share_weights(policy, self._usage)
+        # Layouts first: quotas are planned on the capacity they leave (changing nodes at 0).
+        self._layouts, capacity = plan_capacity(
+            policy, snapshot.nodes, snapshot.pods, smoothed, now=now, weights=weights
+        )
+        self._layout_views = (
+            node_views(policy, snapshot.nodes, snapshot.pods) if self._layouts.nodes else []
+        )
         current = current_state(policy, snapshot)
         previous = self._previous if mode == "recommend" else None
         the_plan = plan(
@@ -365,9 +381,30 @@ class Controller:
         report = build_report(
             the_plan, current=current, generated_at=datetime.fromtimestamp(now, UTC)
         )
+        report["nodes"] = layout_rows(self._layouts)
         return the_plan, current, report
 
     # -- writing -----------------------------------------------------------------------------
+
+    def _change_layouts(self, policy: TenantPolicy, now: float) -> tuple[NodeWrite, ...]:
+        """Move the nodes the layout plan starts and the changes in progress one step (only in
+        geometry mode apply; blocking, runs in a worker thread)."""
+        updates = next_updates(policy, self._layouts, self._layout_views, now)
+        if not updates:
+            return ()
+        cache = self.watches.get("nodes")
+        cached = {obj["metadata"]["name"]: obj for obj in (cache.objects() if cache else [])}
+        identity = self.leader.identity if self.leader is not None else "quotaguard"
+        return tuple(
+            apply_updates(
+                self.clients.core,
+                updates,
+                cached,
+                may_write=lambda: self.is_leader(self.settings.write_timeout),
+                identity=identity,
+                request_timeout=self.settings.write_timeout,
+            )
+        )
 
     def _queue_api(self, policy: TenantPolicy) -> QueueApi | None:
         served = self.status.served

@@ -57,10 +57,19 @@ def _pod_spec(spec: Mapping[str, Any]) -> JsonObject:
 
 def trim_node(obj: JsonObject) -> JsonObject:
     spec, status = _map(obj.get("spec")), _map(obj.get("status"))
+    metadata = _metadata(obj, "labels")
+    # quotaguard's own annotations carry the progress of a layout change
+    own = {
+        key: value
+        for key, value in _map(_map(obj.get("metadata")).get("annotations")).items()
+        if str(key).startswith("quotaguard.dev/")
+    }
+    if own:
+        metadata["annotations"] = own
     return {
         "apiVersion": "v1",
         "kind": "Node",
-        "metadata": _metadata(obj, "labels"),
+        "metadata": metadata,
         "spec": _some(
             unschedulable=spec.get("unschedulable"),
             taints=[

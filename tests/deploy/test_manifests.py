@@ -140,11 +140,14 @@ def grants(role: Manifest) -> set[tuple[str, str, str]]:
     }
 
 
-def test_controller_may_read_the_cluster_and_write_only_queues(build: list[Manifest]) -> None:
+def test_controller_may_read_the_cluster_and_write_only_queues_and_node_layouts(
+    build: list[Manifest],
+) -> None:
     role = one(build, "ClusterRole", "quotaguard-controller")
     read = {"get", "list", "watch"}
     expected = (
         {("", r, v) for r in ("nodes", "pods") for v in read}
+        | {("", "nodes", "patch")}  # cordon and relabel for spec.geometry, never evict
         | {("kueue.x-k8s.io", "workloads", v) for v in read}
         | {("kueue.x-k8s.io", "clusterqueues", v) for v in read | {"update", "patch"}}
         | {("scheduling.volcano.sh", "podgroups", v) for v in read}
