@@ -542,6 +542,14 @@ def test_prometheus_scrapes_both_deployments_on_their_http_port(tmp_path: Path, 
         (container,) = template["spec"]["containers"]
         assert endpoint["port"] in {p["name"] for p in container["ports"]}
     assert endpoint["path"] == "/metrics"
+    # The alerts and the Grafana dashboard come with it, the same in both builds.
+    (rule_file,) = load_yaml(CONFIG / "components" / "prometheus" / "prometheusrule.yaml")
+    assert one(docs, "PrometheusRule", "quotaguard")["spec"] == rule_file["spec"]
+    dashboard = one(docs, "ConfigMap", "quotaguard-dashboard")
+    assert dashboard["metadata"]["namespace"] == NS
+    assert dashboard["metadata"]["labels"]["grafana_dashboard"] == "1"
+    shipped = (CONFIG / "components" / "prometheus" / "dashboards" / "quotaguard.json").read_text()
+    assert dashboard["data"]["quotaguard.json"].strip() == shipped.strip()
 
 
 # ---- samples --------------------------------------------------------------------------------
