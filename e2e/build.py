@@ -77,6 +77,12 @@ JOBSET_VERSION = "v0.10.1"
 GO_BUILD_PARALLELISM = "2"
 # Helm, for the chart's lint/template tests and its install/upgrade into the e2e API server.
 HELM_VERSION = "v3.22.0"
+# Prometheus (and promtool, for `promtool test rules`) for the telemetry e2e tests. Module builds
+# carry no web UI assets (the HTTP API works); `remove_all_sd` leaves out the cloud service
+# discoveries the harness never uses (static targets only), which halves the compile work.
+PROMETHEUS_VERSION = "v0.316.0"
+PROMETHEUS_COMMANDS: tuple[str, ...] = ("prometheus", "promtool")
+PROMETHEUS_TAGS = "remove_all_sd"
 
 # Volcano's module (and volcano.sh/apis) is refused by the module proxy, so its CRDs are the
 # minimal, schema-less definitions kept next to this file (group, kinds, scope and status
@@ -371,6 +377,37 @@ def build_kueue(layout: Layout, *, force: bool) -> list[str]:
     return []
 
 
+def prometheus_ldflags(version: str) -> str:
+    """Prometheus's module version v0.3XY.Z is release 3.XY.Z; stamp it so `--version` says so."""
+    minor_digits = version.lstrip("v").split(".")
+    release = f"{int(minor_digits[1]) // 100}.{int(minor_digits[1]) % 100}.{minor_digits[2]}"
+    return f"-s -w -X github.com/prometheus/common/version.Version={release}"
+
+
+def build_prometheus(layout: Layout, *, force: bool) -> None:
+    """prometheus and promtool in one `go install` (same module and version: shared compiles)."""
+    outputs = [layout.binary(c) for c in PROMETHEUS_COMMANDS]
+    ldflags = prometheus_ldflags(PROMETHEUS_VERSION)
+    key = stamp_key(PROMETHEUS_VERSION, go_version(), ldflags, PROMETHEUS_TAGS)
+    if not force and layout.stamp_ok("prometheus", key, *outputs):
+        return
+    env = go_env()
+    env["GOBIN"] = str(layout.bin)
+    layout.bin.mkdir(parents=True, exist_ok=True)
+    module = "github.com/prometheus/prometheus"
+    targets = [f"{module}/cmd/{c}@{PROMETHEUS_VERSION}" for c in PROMETHEUS_COMMANDS]
+    argv = [*go_build_argv("install", ldflags), "-tags", PROMETHEUS_TAGS, *targets]
+    run_logged(argv, cwd=layout.root, log=layout.logs / "build-prometheus.log", env=env)
+    layout.write_stamp("prometheus", key)
+
+
+def prometheus_binaries(layout: Layout | None = None) -> tuple[Path, Path] | None:
+    """(prometheus, promtool) when both were built."""
+    layout = layout or Layout(cache_dir())
+    found = tuple(layout.binary(c) for c in PROMETHEUS_COMMANDS)
+    return (found[0], found[1]) if all(p.exists() for p in found) else None
+
+
 def kueue_binary(layout: Layout | None = None) -> Path | None:
     """The optional Kueue controller binary, when it was built."""
     found = (layout or Layout(cache_dir())).binary("kueue")
@@ -585,6 +622,7 @@ def ensure_toolchain(*, force: bool = False, log: bool = True) -> Toolchain:
     step("kubernetes", lambda: build_kubernetes(layout, commands=K8S_COMMANDS, force=force))
     step("kueue (optional)", lambda: failed.extend(build_kueue(layout, force=force)))
     step("helm (optional)", lambda: failed.extend(build_helm(layout, force=force)))
+    step("prometheus", lambda: build_prometheus(layout, force=force))
     record = {
         "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "go": go_version(),
@@ -620,6 +658,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.check:
         tc = toolchain()
         missing = tc.missing()
+        if prometheus_binaries() is None:
+            missing.append(f"prometheus/promtool {PROMETHEUS_VERSION} in {Layout(cache_dir()).bin}")
         for m in missing:
             print(f"missing: {m}", file=sys.stderr)
         print(json.dumps(dataclasses.asdict(tc), default=str, indent=2))
