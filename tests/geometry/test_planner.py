@@ -180,3 +180,61 @@ def test_weights_decide_between_tenants():
         weights={"small": 5, "large": 1},
     )
     assert light.nodes[0].target == "all-1g.10gb"
+
+
+def test_a_time_slicing_config_is_a_layout_too():
+    from quotaguard.policy.model import TenantPolicy
+
+    from .helpers import CLASSES, PRODUCT
+
+    the_policy = TenantPolicy.model_validate(
+        {
+            "apiVersion": "quotaguard.dev/v1alpha1",
+            "kind": "TenantPolicy",
+            "metadata": {"name": "example"},
+            "spec": {
+                "gpuClasses": [
+                    *CLASSES,
+                    {
+                        "name": "shared",
+                        "resource": "nvidia.com/gpu.shared",
+                        "memory": "80Gi",
+                        "sharing": "time-slicing",
+                        "replicas": 4,
+                    },
+                ],
+                "tenants": [
+                    {"name": "notebooks", "namespaces": ["nb"], "quota": {"shared": {}}},
+                    {"name": "small", "namespaces": ["small"], "quota": {"mig-1g": {}}},
+                ],
+                "geometry": {
+                    "mode": "apply",
+                    "sharingConfigs": {"ts-4": {"replicas": 4}},
+                    "pools": [
+                        {
+                            "name": "a100",
+                            "nodeSelector": {"nvidia.com/gpu.product": PRODUCT},
+                            "configs": ["all-balanced", "ts-4"],
+                        }
+                    ],
+                },
+            },
+        }
+    )
+    result = plan_layouts(
+        the_policy, views(the_policy, [node("n0")]), demand(notebooks={"shared": 32}), now=NOW
+    )
+    row = result.nodes[0]
+    # 8 GPUs x 4 replicas = 32 shared units (8 GPUs' worth of notebooks).
+    assert (row.target, row.action) == ("ts-4", "start")
+    assert "shared +32" in row.reason
+    layout = views(the_policy, [node("n0")])[0].pool.layouts["ts-4"]
+    assert layout.labels(pool_shares=True) == {
+        "nvidia.com/mig.config": "all-disabled",
+        "nvidia.com/device-plugin.config": "ts-4",
+    }
+    back = views(the_policy, [node("n0")])[0].pool.layouts["all-balanced"]
+    assert back.labels(pool_shares=True) == {
+        "nvidia.com/mig.config": "all-balanced",
+        "nvidia.com/device-plugin.config": None,
+    }
