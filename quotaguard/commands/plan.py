@@ -123,10 +123,9 @@ def run(args: argparse.Namespace) -> int:
     from quotaguard.geometry.report import format_layouts, layout_rows
     from quotaguard.quota.cluster import SnapshotError, load_snapshot, parse_objects
     from quotaguard.quota.demand import demand_of
-    from quotaguard.quota.planner import plan
     from quotaguard.quota.queues import current_state
     from quotaguard.quota.report import build_report, format_table, to_csv
-    from quotaguard.quota.weights import UsageHistory, fair_share_weights, usage_in_gpus
+    from quotaguard.quota.step import observe, plan_observed
 
     policy = read_policy(args.policy)
     if isinstance(policy, int):
@@ -147,18 +146,14 @@ def run(args: argparse.Namespace) -> int:
     for problem in snapshot.problems:
         print(f"{source}: warning: {problem}", file=sys.stderr)
 
-    demand = demand_of(policy, snapshot)
     current = current_state(policy, snapshot)
-    # One snapshot is a history of one observation: weights follow the usage seen in it.
-    history = UsageHistory().record(
-        usage_in_gpus(policy, demand), 0.0, policy.spec.rebalance.usage_half_life
-    )
-    weights = fair_share_weights(policy, history)
+    # One snapshot is one step from nothing: weights follow the usage seen in it.
+    seen = observe(policy, demand_of(policy, snapshot), 0.0)
     # Layouts first: the quota plan is made on the capacity they leave (changing nodes at 0).
     layouts, capacity = plan_capacity(
-        policy, snapshot.nodes, snapshot.pods, demand, now=time.time(), weights=weights
+        policy, snapshot.nodes, snapshot.pods, seen.demand, now=time.time(), weights=seen.weights
     )
-    result = plan(policy, capacity, demand, current=current, weights=weights)
+    result = plan_observed(policy, capacity, seen, current=current).plan
     report = build_report(result, current=current)
     report["nodes"] = layout_rows(layouts)
     if args.output == "json":

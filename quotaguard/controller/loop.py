@@ -4,8 +4,8 @@ One interval:
   1. `off`: nothing at all.
   2. Stale view (the API server does not answer discovery, or a watch is not synced): nothing
      changes; logged and exported as `quotaguard_controller_stale`.
-  3. Parse the caches, capacity, demand (smoothed between intervals), usage history and weights,
-     `plan(...)`: all pure, from `quotaguard.quota`.
+  3. Parse the caches into capacity, demand and the queues now, and take one planning step
+     (`quotaguard.quota.step`: smoothed demand, usage history, weights, plan): all pure.
   4. For each tenant, the queue spec the plan calls for is built from the cached spec and
      compared with it (pure); only queues that differ are written, and only by the leader, and
      only in `apply` mode. `recommend` puts the targets in the report and metrics only.
@@ -58,7 +58,7 @@ from quotaguard.geometry.report import layout_rows
 from quotaguard.kube.values import utc_timestamp
 from quotaguard.policy.model import Mode, TenantPolicy
 from quotaguard.quota.cluster import ResourceQuota, parse_objects
-from quotaguard.quota.demand import DemandSmoother, demand_of
+from quotaguard.quota.demand import demand_of
 from quotaguard.quota.diff import (
     QueueChange,
     diff,
@@ -67,10 +67,10 @@ from quotaguard.quota.diff import (
     room_first,
     target_quotas,
 )
-from quotaguard.quota.planner import Plan, TenantPlan, plan
+from quotaguard.quota.planner import Plan, TenantPlan
 from quotaguard.quota.queues import QueueState, current_state
 from quotaguard.quota.report import build_report
-from quotaguard.quota.weights import UsageHistory, fair_share_weights, usage_in_gpus
+from quotaguard.quota.step import PlanState, observe, plan_observed
 from quotaguard.reports.history import QuotaHistory, points_for_span
 from quotaguard.reports.metrics import (
     CONTROLLER_INTERVALS,
@@ -162,9 +162,7 @@ class Controller:
         self.watches: dict[str, Watch] = {}
         self.leader: LeaderElector | None = None
         self._watch_configs: dict[str, object] = {}
-        self._smoother: DemandSmoother | None = None
-        self._usage = UsageHistory()
-        self._previous: Plan | None = None
+        self._state = PlanState()  # carried from one planning step to the next
         self._last_changes: dict[tuple[str, str], dict[str, Any]] = {}
         self._last_targets: dict[tuple[str, str], int] = {}
         self._managed_generation: object = None
@@ -353,29 +351,21 @@ class Controller:
         self, policy: TenantPolicy, mode: Mode, objects: list[JsonObject], now: float
     ) -> tuple[Plan, dict[str, QueueState], dict[str, Any]]:
         """The pure part, with the state carried between intervals (runs in a worker thread)."""
-        rebalance = policy.spec.rebalance
         snapshot = parse_objects(objects, gpu_resources=policy.gpu_resources)
-        observed = demand_of(policy, snapshot)
-        smoother = self._smoother or DemandSmoother(rebalance.demand_window)
-        if smoother.window != rebalance.demand_window:
-            smoother = DemandSmoother(rebalance.demand_window, smoother.at, smoother.levels)
-        self._smoother, smoothed = smoother.observe(observed, now)
-        self._usage = self._usage.record(
-            usage_in_gpus(policy, observed), now, rebalance.usage_half_life
-        )
-        weights = fair_share_weights(policy, self._usage)
+        seen = observe(policy, demand_of(policy, snapshot), now, self._state)
         # Layouts first: quotas are planned on the capacity they leave (changing nodes at 0).
         self._layouts, capacity = plan_capacity(
-            policy, snapshot.nodes, snapshot.pods, smoothed, now=now, weights=weights
+            policy, snapshot.nodes, snapshot.pods, seen.demand, now=now, weights=seen.weights
         )
         self._layout_views = (
             node_views(policy, snapshot.nodes, snapshot.pods) if self._layouts.nodes else []
         )
         current = current_state(policy, snapshot)
-        previous = self._previous if mode == "recommend" else None
-        the_plan = plan(
-            policy, capacity, smoothed, current=current, weights=weights, previous=previous
+        step = plan_observed(
+            policy, capacity, seen, current=current, from_previous=mode == "recommend"
         )
+        self._state = step.state
+        the_plan = step.plan
         if the_plan.mode != mode:
             the_plan = _with_mode(the_plan, mode)
         report = build_report(
@@ -594,7 +584,6 @@ class Controller:
         for tenant_row in report["tenants"]:
             for row in tenant_row["classes"]:
                 row["lastChange"] = self._last_changes.get((tenant_row["name"], row["class"]))
-        self._previous = the_plan
         self.status.planned += 1
         self.status.last_outcomes = tuple(outcomes)
         self.status.last_report = report

@@ -20,11 +20,11 @@ borrowingLimit = max - nominal (None without max); lendingLimit = nominal - guar
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
-from quotaguard.policy.model import ClassQuota, Rebalance, Tenant, TenantPolicy
+from quotaguard.policy.model import ClassQuota, GpuClass, Rebalance, Tenant, TenantPolicy
 from quotaguard.quota.capacity import ClassCapacity
 from quotaguard.quota.demand import ClassDemand, Demand
 from quotaguard.quota.fill import apportion, water_fill
@@ -125,14 +125,8 @@ class _Participation:
     by_class: dict[str, _Members]
 
 
-_last: list[_Participation] = []
-
-
 def _participation(policy: TenantPolicy) -> _Participation:
-    """Participation per class, computed once per policy (the controller plans every interval
-    with the same frozen policy)."""
-    if _last and _last[0].policy is policy:
-        return _last[0]
+    """Who takes part in each class: depends on the policy alone (see Planner)."""
     tenants = sorted(policy.spec.tenants, key=lambda t: t.name)
     by_class = {}
     for gpu_class in policy.spec.gpu_classes:
@@ -148,9 +142,7 @@ def _participation(policy: TenantPolicy) -> _Participation:
             ),
             tuple(q.max for _, q in taking_part),
         )
-    found = _Participation(policy, tenants, by_class)
-    _last[:] = [found]
-    return found
+    return _Participation(policy, tenants, by_class)
 
 
 @dataclass(slots=True)
@@ -168,6 +160,18 @@ class _Class:
     targets: list[int] = field(default_factory=list)
     nominal: list[int] = field(default_factory=list)
     notes: dict[int, str] = field(default_factory=dict)
+
+    @classmethod
+    def of(
+        cls,
+        budget: int,
+        members: _Members,
+        weights: list[float],
+        demand: list[ClassDemand],
+        baselines: list[int | None],
+    ) -> _Class:
+        guaranteed = members.guaranteed
+        return cls(budget, guaranteed, guaranteed, members.caps, weights, demand, baselines)
 
 
 def _targets(rows: _Class) -> None:
@@ -289,6 +293,119 @@ def _baselines(
     return found
 
 
+def _plan_class(rows: _Class, rebalance: Rebalance) -> str:
+    """Steps 1 to 4 for one class; the scaling of step 1 when it happened, else ""."""
+    guarantees = sum(rows.guaranteed)
+    if guarantees > rows.budget:
+        rows.scaled = f"guarantee scaled: capacity {rows.budget} < guarantees {guarantees}"
+        rows.guaranteed = apportion(rows.budget, rows.guaranteed)
+    _targets(rows)
+    _hysteresis(rows, rebalance)
+    return rows.scaled
+
+
+def _class_plans(gpu_class: GpuClass, rows: _Class) -> Iterator[ClassPlan]:
+    flavor, resource, class_name = gpu_class.flavor, gpu_class.resource, gpu_class.name
+    for i, row_demand in enumerate(rows.demand):
+        yield ClassPlan(
+            class_name,
+            resource,
+            flavor,
+            rows.guaranteed[i],
+            rows.configured[i],
+            rows.caps[i],
+            rows.nominal[i],
+            rows.targets[i],
+            row_demand.usage,
+            row_demand.pending,
+            _reason(rows, i),
+        )
+
+
+class Planner:
+    """Plans for one policy. What depends on the policy alone (who takes part in each class,
+    with which guarantee and max) is worked out once, when the planner is built: the
+    controller and the simulator plan with the same policy every interval."""
+
+    __slots__ = ("_participation",)
+
+    def __init__(self, policy: TenantPolicy) -> None:
+        self._participation = _participation(policy)
+
+    @property
+    def policy(self) -> TenantPolicy:
+        return self._participation.policy
+
+    def plan(
+        self,
+        capacity: Mapping[str, ClassCapacity],
+        demand: Demand,
+        *,
+        current: Mapping[str, QueueState] | None = None,
+        weights: Mapping[str, float] | None = None,
+        previous: Plan | None = None,
+    ) -> Plan:
+        """Quota targets for every tenant and class of the policy (see `plan`)."""
+        participation = self._participation
+        policy, tenants = participation.policy, participation.tenants
+        weights = weights or {}
+        tenant_weights = [weights.get(tenant.name, tenant.weight) for tenant in tenants]
+        demands = [demand.get(tenant.name) or {} for tenant in tenants]
+        all_baselines = _baselines(current, previous)
+        baselines = [all_baselines.get(tenant.name) or {} for tenant in tenants]
+        per_tenant, capacities, problems = self._classes(
+            capacity, tenant_weights, demands, baselines
+        )
+        return Plan(
+            policy=policy.name,
+            cohort=policy.cohort,
+            backend=policy.spec.backend,
+            parent=policy.volcano_parent,
+            mode=policy.spec.rebalance.mode,
+            classes=tuple(capacities),
+            tenants=tuple(
+                TenantPlan(tenant.name, tenant.queue, tenant.weight, weight, tuple(rows))
+                for tenant, weight, rows in zip(tenants, tenant_weights, per_tenant, strict=True)
+            ),
+            flavors={c.name: (c.flavor, c.resource) for c in policy.spec.gpu_classes},
+            problems=tuple(problems),
+        )
+
+    def _classes(
+        self,
+        capacity: Mapping[str, ClassCapacity],
+        tenant_weights: list[float],
+        demands: Sequence[Mapping[str, ClassDemand]],
+        baselines: Sequence[Mapping[str, int]],
+    ) -> tuple[list[list[ClassPlan]], list[ClassCapacity], list[str]]:
+        """Every class planned: rows per tenant (in name order), capacities, problems."""
+        participation = self._participation
+        policy = participation.policy
+        per_tenant: list[list[ClassPlan]] = [[] for _ in participation.tenants]
+        problems: list[str] = []
+        capacities: list[ClassCapacity] = []
+        for gpu_class in policy.spec.gpu_classes:
+            class_name = gpu_class.name
+            cap = capacity.get(class_name) or ClassCapacity(class_name, gpu_class.resource, 0, 0, 0)
+            capacities.append(cap)
+            indexes = participation.by_class[class_name].indexes
+            if not indexes:
+                continue
+            rows = _Class.of(
+                cap.distributable,
+                participation.by_class[class_name],
+                [tenant_weights[i] for i in indexes],
+                [demands[i].get(class_name, NO_DEMAND) for i in indexes],
+                [baselines[i].get(class_name) for i in indexes],
+            )
+            scaled = _plan_class(rows, policy.spec.rebalance)
+            if scaled:
+                problems.append(f"{class_name}: {scaled}")
+            for index, row in zip(indexes, _class_plans(gpu_class, rows), strict=True):
+                per_tenant[index].append(row)
+        return per_tenant, capacities, problems
+
+
 def plan(
     policy: TenantPolicy,
     capacity: Mapping[str, ClassCapacity],
@@ -306,71 +423,6 @@ def plan(
     `previous`: the last plan, the baseline for hysteresis in recommend mode, where queues do
     not move (it wins over `current`). Deterministic: the same inputs give the same plan.
     """
-    rebalance = policy.spec.rebalance
-    weights = weights or {}
-    participation = _participation(policy)
-    tenants = participation.tenants
-    names = [tenant.name for tenant in tenants]
-    tenant_weights = [weights.get(tenant.name, tenant.weight) for tenant in tenants]
-    demands = [demand.get(name) or {} for name in names]
-    all_baselines = _baselines(current, previous)
-    baselines = [all_baselines.get(name) or {} for name in names]
-    per_tenant: list[list[ClassPlan]] = [[] for _ in tenants]
-    problems: list[str] = []
-    capacities: list[ClassCapacity] = []
-    for gpu_class in policy.spec.gpu_classes:
-        class_name = gpu_class.name
-        cap = capacity.get(class_name) or ClassCapacity(class_name, gpu_class.resource, 0, 0, 0)
-        capacities.append(cap)
-        members = participation.by_class[class_name]
-        if not members.indexes:
-            continue
-        indexes = members.indexes
-        rows = _Class(
-            budget=cap.distributable,
-            configured=members.guaranteed,
-            guaranteed=members.guaranteed,
-            caps=members.caps,
-            weights=[tenant_weights[i] for i in indexes],
-            demand=[demands[i].get(class_name, NO_DEMAND) for i in indexes],
-            baselines=[baselines[i].get(class_name) for i in indexes],
-        )
-        guarantees = sum(rows.guaranteed)
-        if guarantees > rows.budget:
-            rows.scaled = f"guarantee scaled: capacity {rows.budget} < guarantees {guarantees}"
-            problems.append(f"{class_name}: {rows.scaled}")
-            rows.guaranteed = apportion(rows.budget, rows.guaranteed)
-        _targets(rows)
-        _hysteresis(rows, rebalance)
-        flavor, resource = gpu_class.flavor, gpu_class.resource
-        for i, index in enumerate(indexes):
-            row_demand = rows.demand[i]
-            per_tenant[index].append(
-                ClassPlan(
-                    class_name,
-                    resource,
-                    flavor,
-                    rows.guaranteed[i],
-                    rows.configured[i],
-                    rows.caps[i],
-                    rows.nominal[i],
-                    rows.targets[i],
-                    row_demand.usage,
-                    row_demand.pending,
-                    _reason(rows, i),
-                )
-            )
-    return Plan(
-        policy=policy.name,
-        cohort=policy.cohort,
-        backend=policy.spec.backend,
-        parent=policy.volcano_parent,
-        mode=rebalance.mode,
-        classes=tuple(capacities),
-        tenants=tuple(
-            TenantPlan(tenant.name, tenant.queue, tenant.weight, weight, tuple(rows))
-            for tenant, weight, rows in zip(tenants, tenant_weights, per_tenant, strict=True)
-        ),
-        flavors={c.name: (c.flavor, c.resource) for c in policy.spec.gpu_classes},
-        problems=tuple(problems),
+    return Planner(policy).plan(
+        capacity, demand, current=current, weights=weights, previous=previous
     )

@@ -1,0 +1,105 @@
+"""One planning step: what the controller, the simulator and `plan` each take."""
+
+from __future__ import annotations
+
+from quotaguard.policy.loader import load_policy_file
+from quotaguard.quota.capacity import capacities_from_totals
+from quotaguard.quota.demand import ClassDemand
+from quotaguard.quota.planner import ClassPlan, Plan, plan
+from quotaguard.quota.step import PlanState, observe, plan_observed, plan_step
+from quotaguard.quota.weights import UsageHistory, fair_share_weights, usage_in_gpus
+
+SAMPLE = load_policy_file("config/policy.yaml")
+MIG = "h100-1g.10gb"
+CAPACITY = capacities_from_totals(SAMPLE, {MIG: 28, "h100": 16}, {})
+BUSY = {
+    "inference": {MIG: ClassDemand(10, 30)},
+    "notebooks": {MIG: ClassDemand(2, 10)},
+    "training": {"h100": ClassDemand(8, 0)},
+}
+QUIET = {"inference": {MIG: ClassDemand(10, 0)}, "training": {"h100": ClassDemand(8, 0)}}
+
+
+def row(result: Plan, tenant: str, gpu_class: str = MIG) -> ClassPlan:
+    found = result.tenant(tenant)
+    assert found is not None
+    plan_row = found.for_class(gpu_class)
+    assert plan_row is not None
+    return plan_row
+
+
+def pending(result: Plan, tenant: str) -> int:
+    return row(result, tenant).pending
+
+
+def test_a_first_step_is_the_plan_with_weights_from_that_one_observation() -> None:
+    step = plan_step(SAMPLE, CAPACITY, BUSY, 0.0)
+    history = UsageHistory().record(
+        usage_in_gpus(SAMPLE, BUSY), 0.0, SAMPLE.spec.rebalance.usage_half_life
+    )
+    weights = fair_share_weights(SAMPLE, history)
+    assert step.plan == plan(SAMPLE, CAPACITY, BUSY, weights=weights)
+    assert step.weights == weights
+    assert step.weights["training"] < SAMPLE.tenants_by_name["training"].weight
+    assert step.demand == BUSY  # nothing to smooth yet
+
+
+def test_demand_falls_slowly_across_steps_and_the_usage_history_builds_up() -> None:
+    first = plan_step(SAMPLE, CAPACITY, BUSY, 0.0)
+    window = SAMPLE.spec.rebalance.demand_window
+    second = plan_step(SAMPLE, CAPACITY, QUIET, window / 10, first.state)
+    # 30 pending a moment ago, none now: smoothed, most of it is still there.
+    assert 20 < second.demand["inference"][MIG].pending < 30
+    assert second.state.usage.at == window / 10
+    assert second.state.smoother is not None and second.state.smoother.at == window / 10
+    fresh = plan_step(SAMPLE, CAPACITY, QUIET, window / 10)
+    assert fresh.demand["inference"][MIG].pending == 0
+    assert pending(second.plan, "inference") > pending(fresh.plan, "inference") == 0
+
+
+def test_the_previous_plan_is_the_baseline_only_when_asked() -> None:
+    first = plan_step(SAMPLE, CAPACITY, BUSY, 0.0)
+    assert row(first.plan, "inference").nominal == 19
+    # Twice the MIG slices: inference's target is its max, 28.
+    grown = capacities_from_totals(SAMPLE, {MIG: 56, "h100": 16}, {})
+    followed = plan_step(SAMPLE, grown, BUSY, 60.0, first.state, from_previous=True)
+    fresh = plan_step(SAMPLE, grown, BUSY, 60.0, first.state)
+    # From the last plan's 19, one step is 25% (4 units); without a baseline it goes all the way.
+    assert row(followed.plan, "inference").nominal == 23
+    assert row(fresh.plan, "inference").nominal == 28
+    assert followed.plan == plan(SAMPLE, grown, BUSY, weights=followed.weights, previous=first.plan)
+    assert followed.state.previous == followed.plan
+
+
+def test_the_planner_is_kept_for_the_same_policy_and_rebuilt_for_a_new_one() -> None:
+    first = plan_step(SAMPLE, CAPACITY, BUSY, 0.0)
+    again = plan_step(SAMPLE, CAPACITY, BUSY, 60.0, first.state)
+    assert again.state.planner is first.state.planner
+    reloaded = load_policy_file("config/policy.yaml")
+    changed = plan_step(reloaded, CAPACITY, BUSY, 120.0, again.state)
+    assert changed.state.planner is not None and changed.state.planner.policy is reloaded
+
+
+def test_an_empty_state_is_the_default() -> None:
+    given, default = (
+        plan_step(SAMPLE, CAPACITY, BUSY, 5.0, PlanState()),
+        plan_step(SAMPLE, CAPACITY, BUSY, 5.0),
+    )
+    assert (given.plan, given.demand, given.weights) == (
+        default.plan,
+        default.demand,
+        default.weights,
+    )
+    assert (given.state.usage, given.state.smoother) == (
+        default.state.usage,
+        default.state.smoother,
+    )
+
+
+def test_the_two_halves_are_the_whole_step() -> None:
+    first = plan_step(SAMPLE, CAPACITY, BUSY, 0.0)
+    seen = observe(SAMPLE, QUIET, 60.0, first.state)
+    assert seen.state.previous is first.plan  # the plan moves on only in the second half
+    halves = plan_observed(SAMPLE, CAPACITY, seen, from_previous=True)
+    whole = plan_step(SAMPLE, CAPACITY, QUIET, 60.0, first.state, from_previous=True)
+    assert (halves.plan, halves.demand, halves.weights) == (whole.plan, whole.demand, whole.weights)
