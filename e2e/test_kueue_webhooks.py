@@ -22,11 +22,13 @@ from __future__ import annotations
 import contextlib
 import json
 import time
+import urllib.request
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from e2e import build
 from e2e.cluster import (
@@ -94,6 +96,19 @@ class Chain:
     kueue: KueueProcess
     quotaguard: QuotaguardServer
     crds: set[str]
+
+    def answers(self) -> dict[str, float]:
+        """quotaguard's admission answers so far, by `operation/result`."""
+        url = f"{self.quotaguard.http_url}/metrics"
+        with urllib.request.urlopen(url, timeout=5) as response:
+            text = response.read().decode()
+        found: dict[str, float] = {}
+        for family in text_string_to_metric_families(text):
+            for sample in family.samples:
+                if sample.name == "quotaguard_admission_requests_total":
+                    key = f"{sample.labels['operation']}/{sample.labels['result']}"
+                    found[key] = found.get(key, 0) + sample.value
+        return found
 
     def quotaguard_mutates(self, kind: Kind) -> bool:
         """Whether the shipped webhook/ sends this kind's CREATE to /mutate."""
@@ -413,8 +428,12 @@ def test_kueue_workload_of_each_kind_asks_for_the_rewritten_class(chain: Chain, 
     if kind.prerequisites:
         cluster.apply(list(kind.prerequisites))
     name = f"{kind.name}-gpu"
+    before = chain.answers()
     stored = created(cluster, kind.build(name, namespace))
-    assert gpu_resources(kind.templates(stored)) == {SHARED}
+    # When it fails: were the API server's requests answered without a patch ("allowed") or
+    # never sent (no new answer at all)?
+    answered = {k: n - before.get(k, 0) for k, n in chain.answers().items() if n != before.get(k)}
+    assert gpu_resources(kind.templates(stored)) == {SHARED}, f"quotaguard answered {answered}"
     assert kind.queue_labels(stored).get(QUEUE_LABEL) == "notebooks"
     if kind.name == "cronjob":
         # What the CronJob controller does at its schedule, done now.
