@@ -40,6 +40,25 @@ def register(verbs: Any) -> None:
     source.add_argument("--kubeconfig", metavar="K", help="read the cluster with this kubeconfig")
     parser.add_argument("--context", help="kubeconfig context (default: the current one)")
     parser.add_argument("--output", choices=("table", "json", "csv"), default="table")
+    telemetry = parser.add_mutually_exclusive_group()
+    telemetry.add_argument(
+        "--gpu-metrics",
+        metavar="FILE",
+        help="GPU telemetry: a dcgm-exporter scrape (text exposition format) or the JSON of a "
+        "Prometheus query_range; faulty GPUs leave capacity, idle pods are reported",
+    )
+    telemetry.add_argument(
+        "--prometheus-url",
+        metavar="URL",
+        help="read GPU telemetry (dcgm-exporter's series) from this Prometheus server",
+    )
+    parser.add_argument(
+        "--prometheus-timeout",
+        type=float,
+        default=10.0,
+        metavar="SECONDS",
+        help="timeout of the Prometheus query (default 10)",
+    )
     parser.set_defaults(run=run)
 
 
@@ -118,11 +137,36 @@ def _list_cluster(kubeconfig: str, context: str | None, backend: str) -> list[An
     return items
 
 
+def _gpu_facts(args: argparse.Namespace, policy: Any, snapshot: Any) -> Any:
+    """Telemetry judged against the snapshot; unreadable telemetry is a warning, never an
+    error: the plan goes on as without it and says so."""
+    from quotaguard.telemetry.client import PrometheusClient, TelemetryError, read_metrics_file
+    from quotaguard.telemetry.facts import judge, no_telemetry
+
+    source = args.gpu_metrics or args.prometheus_url
+    if source is None:
+        return no_telemetry("none given (--gpu-metrics or --prometheus-url)")
+    rebalance = policy.spec.rebalance
+    try:
+        if args.gpu_metrics:
+            metrics = read_metrics_file(args.gpu_metrics)
+        else:
+            client = PrometheusClient(args.prometheus_url, timeout=args.prometheus_timeout)
+            metrics = client.gpu_metrics(rebalance)
+    except TelemetryError as exc:
+        print(f"warning: {exc}; planning without GPU telemetry", file=sys.stderr)
+        return no_telemetry(str(exc), source)
+    facts, _ = judge(metrics, nodes=[node.name for node in snapshot.nodes], rebalance=rebalance)
+    for kind, count in facts.warnings.items():
+        print(f"{source}: warning: {count} series skipped: {kind}", file=sys.stderr)
+    return facts
+
+
 def run(args: argparse.Namespace) -> int:
     from quotaguard.geometry.capacity import plan_capacity
     from quotaguard.geometry.report import format_layouts, layout_rows
     from quotaguard.quota.cluster import SnapshotError, load_snapshot, parse_objects
-    from quotaguard.quota.demand import demand_of
+    from quotaguard.quota.demand import activity_of, demand_of
     from quotaguard.quota.queues import current_state
     from quotaguard.quota.report import build_report, format_table, to_csv
     from quotaguard.quota.step import observe, plan_observed
@@ -146,15 +190,27 @@ def run(args: argparse.Namespace) -> int:
     for problem in snapshot.problems:
         print(f"{source}: warning: {problem}", file=sys.stderr)
 
+    facts = _gpu_facts(args, policy, snapshot)
     current = current_state(policy, snapshot)
     # One snapshot is one step from nothing: weights follow the usage seen in it.
-    seen = observe(policy, demand_of(policy, snapshot), 0.0)
+    seen = observe(policy, demand_of(policy, snapshot, activity=facts.activity), 0.0)
     # Layouts first: the quota plan is made on the capacity they leave (changing nodes at 0).
     layouts, capacity = plan_capacity(
-        policy, snapshot.nodes, snapshot.pods, seen.demand, now=time.time(), weights=seen.weights
+        policy,
+        snapshot.nodes,
+        snapshot.pods,
+        seen.demand,
+        now=time.time(),
+        weights=seen.weights,
+        faulty_gpus=facts.faulty,
     )
     result = plan_observed(policy, capacity, seen, current=current).plan
-    report = build_report(result, current=current)
+    report = build_report(
+        result,
+        current=current,
+        activity=activity_of(policy, snapshot, facts.activity),
+        telemetry=facts.summary(),
+    )
     report["nodes"] = layout_rows(layouts)
     if args.output == "json":
         print(json.dumps(report, indent=2))

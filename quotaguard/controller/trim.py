@@ -84,10 +84,11 @@ def trim_node(obj: JsonObject) -> JsonObject:
                 for name, amount in _map(status.get("allocatable")).items()
                 if "/" in str(name)
             },
+            # Ready, and any other condition that holds (a GPU health checker's, e.g.)
             "conditions": [
-                _some(type="Ready", status=_map(c).get("status"))
+                _some(type=_map(c).get("type"), status=_map(c).get("status"))
                 for c in _items(status.get("conditions"))
-                if _map(c).get("type") == "Ready"
+                if _map(c).get("type") == "Ready" or _map(c).get("status") == "True"
             ],
         },
     }

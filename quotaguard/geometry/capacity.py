@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from quotaguard.geometry.nodes import node_views
 from quotaguard.geometry.planner import LayoutPlan, plan_layouts
 from quotaguard.policy.model import TenantPolicy
-from quotaguard.quota.capacity import ClassCapacity, class_capacity
+from quotaguard.quota.capacity import ClassCapacity, FaultyGpu, class_capacity
 from quotaguard.quota.cluster import Node, Pod
 from quotaguard.quota.demand import Demand
 
@@ -25,9 +25,11 @@ def plan_capacity(
     *,
     now: float,
     weights: Mapping[str, float] | None = None,
+    faulty_gpus: Sequence[FaultyGpu] = (),
 ) -> tuple[LayoutPlan, dict[str, ClassCapacity]]:
-    """The layout plan and the class capacity left for quotas while it holds."""
-    capacity = class_capacity(policy, nodes, pods)
+    """The layout plan and the class capacity left for quotas while it holds (net of the
+    `faulty_gpus` GPU telemetry found)."""
+    capacity = class_capacity(policy, nodes, pods, faulty_gpus=faulty_gpus)
     if policy.spec.geometry is None:
         return LayoutPlan(mode="off"), capacity
     held = {name: row.held_outside for name, row in capacity.items()}
@@ -35,5 +37,6 @@ def plan_capacity(
     layouts = plan_layouts(policy, views, demand, now=now, weights=weights, held_outside=held)
     out = layouts.out_of_capacity
     if out:
-        capacity = class_capacity(policy, [n for n in nodes if n.name not in out], pods)
+        kept = [n for n in nodes if n.name not in out]
+        capacity = class_capacity(policy, kept, pods, faulty_gpus=faulty_gpus)
     return layouts, capacity

@@ -158,6 +158,41 @@ class Tenant(_Strict):
 Mode = Literal["apply", "recommend", "off"]
 
 
+def _percent(value: object) -> object:
+    """A percentage as a number (5) or a string with a percent sign ("5%")."""
+    if isinstance(value, str) and value.strip().endswith("%"):
+        return value.strip()[:-1].strip()
+    return value
+
+
+Percent = Annotated[float, BeforeValidator(_percent), Field(ge=0, le=100, allow_inf_nan=False)]
+# XIDs the NVIDIA device plugin does not treat as a GPU failure (application errors and the like).
+DEVICE_PLUGIN_IGNORED_XIDS = (13, 31, 43, 45, 68, 109)
+
+
+class GpuHealth(_Strict):
+    """Which DCGM telemetry and node conditions take a GPU out of capacity, and for how long."""
+
+    # Every XID is critical except these; `criticalXids`, when given, lists the critical ones.
+    ignored_xids: list[Annotated[int, Field(ge=0)]] = Field(
+        default_factory=lambda: list(DEVICE_PLUGIN_IGNORED_XIDS)
+    )
+    critical_xids: list[Annotated[int, Field(ge=1)]] | None = None
+    # Node conditions (node-problem-detector, NVSentinel) that take all GPUs of a node out.
+    node_conditions: list[Annotated[str, Field(min_length=1)]] = Field(
+        default_factory=lambda: ["SysLogsXIDError", "GpuMemWatch"]
+    )
+    # A faulty GPU counts again only after this long without a fault.
+    quiet_period: Seconds = 600.0
+
+    def critical_xid(self, xid: int) -> bool:
+        if xid <= 0:
+            return False
+        if self.critical_xids is not None:
+            return xid in self.critical_xids
+        return xid not in self.ignored_xids
+
+
 class Rebalance(_Strict):
     mode: Mode = "recommend"
     interval: Seconds = 60.0
@@ -173,6 +208,13 @@ class Rebalance(_Strict):
     faulty_node_taints: list[str] = Field(default_factory=lambda: ["nvidia.com/gpu.unhealthy"])
     faulty_node_labels: dict[str, str] = Field(default_factory=dict)
     manage_queues: bool = False
+    # GPU telemetry (DCGM through Prometheus): faulty GPUs, and allocations idle below
+    # `idleBelow` percent for `idleFor`; `discount` stops counting idle-held GPUs above the
+    # guarantee as demand.
+    gpu_health: GpuHealth = Field(default_factory=GpuHealth)
+    idle_demand: Literal["count", "discount"] = "count"
+    idle_below: Percent = 5.0
+    idle_for: Seconds = 1800.0
 
 
 PERCENT = r"^([1-9][0-9]?|100)%$"

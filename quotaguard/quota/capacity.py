@@ -1,8 +1,9 @@
 """Capacity per GPU class: what healthy nodes offer and what is left to distribute to tenants.
 
 capacity(class)      = sum of allocatable[class resource] over nodes that are Ready, not
-                       cordoned and not faulty, counting each node for the class whose
-                       nodeSelector it matches (classes may share one resource name)
+                       cordoned and not faulty (a taint, label or node condition), counting
+                       each node for the class whose nodeSelector it matches (classes may
+                       share one resource name), less the units of faulty GPUs on them
 distributable(class) = floor(capacity x usableCapacityPercent / 100)
                        - GPUs held on those nodes by pods of no tenant (unowned or exempt)
                        (never below 0)
@@ -10,12 +11,34 @@ distributable(class) = floor(capacity x usableCapacityPercent / 100)
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
+from typing import NamedTuple, Protocol
 
 from quotaguard.policy.model import GpuClass, TenantPolicy
 from quotaguard.quota.cluster import Node, Pod
+
+
+class FaultyGpu(Protocol):
+    """A GPU telemetry found faulty (`quotaguard.telemetry.health.FaultyGpu` is one)."""
+
+    @property
+    def node(self) -> str: ...
+    @property
+    def gpu(self) -> str: ...
+    @property
+    def reason(self) -> str: ...
+    @property
+    def mig_instances(self) -> Mapping[str, int]: ...
+
+
+class Outage(NamedTuple):
+    """A GPU (or, `gpu` "all", a node) taken out of a class's capacity, and why."""
+
+    node: str
+    gpu: str
+    reason: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -26,13 +49,42 @@ class ClassCapacity:
     # held on healthy nodes by pods outside every tenant (unowned or exempt namespaces)
     held_outside: int
     distributable: int
+    # faulty GPUs (and nodes faulty by a condition) the capacity is already net of
+    faulty: tuple[Outage, ...] = ()
+
+
+def faulty_condition(policy: TenantPolicy, node: Node) -> str | None:
+    """The first configured GPU-health node condition that holds on the node."""
+    wanted = policy.spec.rebalance.gpu_health.node_conditions
+    return next((c for c in wanted if c in node.conditions), None)
 
 
 def node_is_faulty(policy: TenantPolicy, node: Node) -> bool:
     rebalance = policy.spec.rebalance
     if any(taint in rebalance.faulty_node_taints for taint in node.taints):
         return True
+    if faulty_condition(policy, node) is not None:
+        return True
     return any(node.labels.get(key) == value for key, value in rebalance.faulty_node_labels.items())
+
+
+def _int_label(node: Node, key: str) -> int | None:
+    value = node.labels.get(key, "")
+    return int(value) if value.isdigit() and int(value) > 0 else None
+
+
+def units_per_gpu(gpu_class: GpuClass, resource: str, node: Node, gpu: FaultyGpu) -> int:
+    """Units of `resource` one faulty GPU takes from the node: 1 whole GPU, `replicas` shared
+    ones, or its MIG instances of that profile (as telemetry saw them; without that, the
+    node's instances divided by its GPU count from GPU feature discovery's label)."""
+    if gpu_class.mig:
+        if gpu.mig_instances:
+            return gpu.mig_instances.get(resource.removeprefix("nvidia.com/mig-"), 0)
+        count = _int_label(node, "nvidia.com/gpu.count")
+        return node.allocatable.get(resource, 0) // count if count else 0
+    if gpu_class.shared:
+        return _int_label(node, "nvidia.com/gpu.replicas") or gpu_class.replicas
+    return 1
 
 
 def node_counts(policy: TenantPolicy, node: Node) -> bool:
@@ -57,20 +109,46 @@ def outside_tenants(policy: TenantPolicy, namespace: str) -> bool:
 
 
 def class_capacity(
-    policy: TenantPolicy, nodes: Iterable[Node], pods: Iterable[Pod]
+    policy: TenantPolicy,
+    nodes: Iterable[Node],
+    pods: Iterable[Pod],
+    *,
+    faulty_gpus: Sequence[FaultyGpu] = (),
 ) -> dict[str, ClassCapacity]:
-    """Capacity and distributable capacity of every class of the policy (in class units)."""
+    """Capacity and distributable capacity of every class of the policy (in class units).
+
+    `faulty_gpus` (from GPU telemetry) take their units off the capacity of their node."""
     capacity = dict.fromkeys(policy.classes_by_name, 0)
+    outages: dict[str, list[Outage]] = {}
     healthy: dict[str, Node] = {}
+    by_node: dict[str, list[FaultyGpu]] = {}
+    for gpu in faulty_gpus:
+        by_node.setdefault(gpu.node, []).append(gpu)
     for node in nodes:
         if not node_counts(policy, node):
+            condition = faulty_condition(policy, node)
+            if condition is not None and node.ready and not node.unschedulable:
+                for resource in node.allocatable:
+                    found = policy.class_of_resource(resource, dict(node.labels))
+                    if found is not None:
+                        outage = Outage(node.name, "all", f"node condition {condition}")
+                        outages.setdefault(found.name, []).append(outage)
             continue
         healthy[node.name] = node
         labels = dict(node.labels)
         for resource, amount in node.allocatable.items():
             gpu_class = policy.class_of_resource(resource, labels)
-            if gpu_class is not None:
-                capacity[gpu_class.name] += amount
+            if gpu_class is None:
+                continue
+            lost = 0
+            for gpu in by_node.get(node.name, ()):
+                units = min(units_per_gpu(gpu_class, resource, node, gpu), amount - lost)
+                if units > 0:
+                    lost += units
+                    outages.setdefault(gpu_class.name, []).append(
+                        Outage(node.name, gpu.gpu, gpu.reason)
+                    )
+            capacity[gpu_class.name] += amount - lost
     held = dict.fromkeys(policy.classes_by_name, 0)
     for pod in pods:
         if not pod.bound or pod.node_name not in healthy:
@@ -82,11 +160,16 @@ def class_capacity(
             gpu_class = class_of_pod_resource(policy, resource, pod, node)
             if gpu_class is not None:
                 held[gpu_class.name] += amount
-    return capacities_from_totals(policy, capacity, held)
+    faulty = {name: tuple(sorted(set(rows))) for name, rows in outages.items()}
+    return capacities_from_totals(policy, capacity, held, faulty=faulty)
 
 
 def capacities_from_totals(
-    policy: TenantPolicy, capacity: Mapping[str, int], held_outside: Mapping[str, int]
+    policy: TenantPolicy,
+    capacity: Mapping[str, int],
+    held_outside: Mapping[str, int],
+    *,
+    faulty: Mapping[str, tuple[Outage, ...]] | None = None,
 ) -> dict[str, ClassCapacity]:
     """ClassCapacity rows from plain totals (a simulator or a test has them directly)."""
     percent = Fraction(str(policy.spec.rebalance.usable_capacity_percent))
@@ -101,5 +184,6 @@ def capacities_from_totals(
             capacity=total,
             held_outside=held,
             distributable=max(0, usable - held),
+            faulty=(faulty or {}).get(gpu_class.name, ()),
         )
     return rows

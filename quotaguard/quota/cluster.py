@@ -40,6 +40,8 @@ class Node:
     # Extended resources only (names with a slash): GPUs, MIG slices, shared GPUs.
     allocatable: Mapping[str, int]
     annotations: Mapping[str, str] = field(default_factory=dict)  # quotaguard.dev/ ones only
+    # Condition types other than Ready whose status is True (e.g. a node-problem-detector's)
+    conditions: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True, slots=True)
@@ -216,10 +218,12 @@ class _Reader:
 
     def node(self, item: Mapping[str, Any], name: str) -> Node:
         spec, status = _map(item.get("spec")), _map(item.get("status"))
-        ready = any(
-            _map(c).get("type") == "Ready" and _map(c).get("status") == "True"
+        true_conditions = {
+            kind
             for c in _list(status.get("conditions"))
-        )
+            if _map(c).get("status") == "True" and isinstance(kind := _map(c).get("type"), str)
+        }
+        ready = "Ready" in true_conditions
         taints = tuple(key for t in _list(spec.get("taints")) if (key := _str(_map(t).get("key"))))
         return Node(
             name=name,
@@ -233,6 +237,7 @@ class _Reader:
                 for key, value in _labels(_map(item.get("metadata")).get("annotations")).items()
                 if key.startswith(OWN_ANNOTATIONS)
             },
+            conditions=frozenset(true_conditions - {"Ready"}),
         )
 
     def pod(self, item: Mapping[str, Any], name: str, namespace: str) -> Pod:

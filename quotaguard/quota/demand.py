@@ -5,17 +5,23 @@ Read from the first source that has anything for the tenant:
   2. Volcano PodGroups of the tenant's Queue (or its namespaces);
   3. the tenant's Pods (bound ones are usage, unbound pending ones are pending).
 Amounts are in units of each class's resource.
+
+With GPU telemetry, pods whose GPUs were idle (`quotaguard.telemetry`) are found per tenant and
+class; under `rebalance.idleDemand: discount` the idle units a tenant holds above its guarantee
+are not demand (`ClassDemand.discounted`): its borrowing shrinks, nothing is evicted.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from quotaguard.policy.model import GpuClass, Tenant, TenantPolicy
 from quotaguard.quota.capacity import class_of_pod_resource
-from quotaguard.quota.cluster import ClusterSnapshot, PodGroup, Workload
+from quotaguard.quota.cluster import ClusterSnapshot, Pod, PodGroup, Workload
 
 VOLCANO_HOLDING_PHASES = frozenset({"Running", "Inqueue", "Unknown"})
 
@@ -24,10 +30,40 @@ VOLCANO_HOLDING_PHASES = frozenset({"Running", "Inqueue", "Unknown"})
 class ClassDemand:
     usage: int = 0
     pending: int = 0
+    # idle-held units above the guarantee not counted as demand (idleDemand: discount)
+    discounted: int = 0
 
     @property
     def total(self) -> int:
-        return self.usage + self.pending
+        """The demand the planner shares out."""
+        return self.usage + self.pending - self.discounted
+
+
+class PodActivity(Protocol):
+    """What telemetry says of one pod (`quotaguard.telemetry.idle.PodActivity` is one)."""
+
+    @property
+    def idle(self) -> bool: ...
+    @property
+    def mean_percent(self) -> float: ...
+    @property
+    def idle_seconds(self) -> float: ...
+
+
+# (namespace, pod name) -> its activity
+Activity = Mapping[tuple[str, str], PodActivity]
+
+
+@dataclass(frozen=True, slots=True)
+class ClassActivity:
+    """Allocated against used GPUs of one tenant and class, from its bound pods."""
+
+    allocated: int = 0  # units the tenant's running pods hold
+    observed: int = 0  # of those, units telemetry reported on
+    used: float = 0.0  # observed units weighted by their mean activity
+    idle: int = 0  # units held by idle pods
+    idle_pods: tuple[str, ...] = ()  # namespace/name
+    idle_gpu_hours: float = 0.0  # whole-GPU equivalents x hours idle
 
 
 # tenant name -> class name -> demand
@@ -105,8 +141,78 @@ def _pod_group_demand(policy: TenantPolicy, group: PodGroup, tenant: str, tally:
             tally.add(tenant, gpu_class.name, amount, holding=holding)
 
 
-def demand_of(policy: TenantPolicy, snapshot: ClusterSnapshot) -> dict[str, dict[str, ClassDemand]]:
-    """Usage and pending demand of every tenant with any, per class."""
+def _bound_pod_units(
+    policy: TenantPolicy, snapshot: ClusterSnapshot
+) -> Iterator[tuple[str, GpuClass, Pod, int]]:
+    """(tenant, class, pod, units) for every tenant pod bound to a node."""
+    nodes = {node.name: node for node in snapshot.nodes}
+    for pod in snapshot.pods:
+        if not pod.bound:
+            continue
+        tenant = _tenant_of(policy, pod.namespace, None)
+        if tenant is None:
+            continue
+        node = nodes.get(pod.node_name) if pod.node_name else None
+        for resource, amount in pod.gpus.items():
+            gpu_class = class_of_pod_resource(policy, resource, pod, node)
+            if gpu_class is not None and amount > 0:
+                yield tenant.name, gpu_class, pod, amount
+
+
+def activity_of(
+    policy: TenantPolicy, snapshot: ClusterSnapshot, activity: Activity
+) -> dict[str, dict[str, ClassActivity]]:
+    """Allocated, used and idle units per tenant and class (tenants with running pods)."""
+    rows: dict[str, dict[str, ClassActivity]] = {}
+    for tenant, gpu_class, pod, units in _bound_pod_units(policy, snapshot):
+        row = rows.setdefault(tenant, {}).get(gpu_class.name, ClassActivity())
+        seen = activity.get((pod.namespace, pod.name))
+        observed = units if seen is not None else 0
+        used = units * seen.mean_percent / 100 if seen is not None else 0.0
+        idle = seen is not None and seen.idle
+        seconds = seen.idle_seconds if seen is not None and idle else 0.0
+        hours = float(gpu_class.gpu_equivalent) * units * seconds / 3600
+        rows[tenant][gpu_class.name] = ClassActivity(
+            allocated=row.allocated + units,
+            observed=row.observed + observed,
+            used=round(row.used + used, 3),
+            idle=row.idle + (units if idle else 0),
+            idle_pods=(*row.idle_pods, f"{pod.namespace}/{pod.name}") if idle else row.idle_pods,
+            idle_gpu_hours=round(row.idle_gpu_hours + hours, 3),
+        )
+    return rows
+
+
+def _discount_idle(
+    policy: TenantPolicy,
+    demand: dict[str, dict[str, ClassDemand]],
+    activity: Mapping[str, Mapping[str, ClassActivity]],
+) -> None:
+    """Idle-held units above the tenant's guarantee stop counting as demand."""
+    for tenant_name, classes in activity.items():
+        tenant = policy.tenants_by_name.get(tenant_name)
+        for class_name, row in classes.items():
+            current = demand.get(tenant_name, {}).get(class_name)
+            if tenant is None or current is None or not row.idle:
+                continue
+            quota = tenant.quota.get(class_name)
+            guaranteed = quota.guaranteed if quota is not None else 0
+            if quota is not None and quota.max is not None:
+                guaranteed = min(guaranteed, quota.max)
+            above = max(0, current.usage - guaranteed)
+            discounted = min(row.idle, above)
+            if discounted:
+                demand[tenant_name][class_name] = dataclasses.replace(
+                    current, discounted=discounted
+                )
+
+
+def demand_of(
+    policy: TenantPolicy, snapshot: ClusterSnapshot, *, activity: Activity | None = None
+) -> dict[str, dict[str, ClassDemand]]:
+    """Usage and pending demand of every tenant with any, per class.
+
+    `activity` (GPU telemetry per pod) matters only under `idleDemand: discount`."""
     tally = _Tally()
     with_workloads: set[str] = set()
     for workload in snapshot.workloads:
@@ -138,7 +244,10 @@ def demand_of(policy: TenantPolicy, snapshot: ClusterSnapshot) -> dict[str, dict
             gpu_class = class_of_pod_resource(policy, resource, pod, node)
             if gpu_class is not None:
                 tally.add(tenant.name, gpu_class.name, amount, holding=pod.bound)
-    return tally.demand()
+    demand = tally.demand()
+    if activity and policy.spec.rebalance.idle_demand == "discount":
+        _discount_idle(policy, demand, activity_of(policy, snapshot, activity))
+    return demand
 
 
 @dataclass(frozen=True, slots=True)
@@ -146,13 +255,14 @@ class DemandSmoother:
     """Smoothed demand that rises at once and falls slowly: state in, state out.
 
     For each tenant and class, with observed demand o = usage + pending and the previous
-    smoothed level s, after dt seconds:
+    smoothed level s, after dt seconds (o net of idle units discounted, `ClassDemand.total`):
 
         s' = o                                   when o >= s   (rise at once)
         s' = o + (s - o) * exp(-3 * dt / W)      otherwise     (W = demandWindow)
 
     so an excess over the current demand decays to 5 % within one demand window. The
-    smoothed pending demand is round(s') - usage (half up), never below what is pending now.
+    smoothed pending demand is round(s') - usage (half up), never below what is pending now;
+    a smoothed level below usage + pending keeps the rest as `discounted`.
     """
 
     window: float
@@ -179,5 +289,9 @@ class DemandSmoother:
             if rounded > row.total or key in observed:
                 levels[key] = level
                 pending = max(row.pending, rounded - row.usage)
-                smoothed.setdefault(key[0], {})[key[1]] = ClassDemand(row.usage, pending)
+                # what is still discounted once the smoothed level is reached
+                discounted = max(0, row.usage + pending - rounded)
+                smoothed.setdefault(key[0], {})[key[1]] = ClassDemand(
+                    row.usage, pending, discounted
+                )
         return DemandSmoother(self.window, now, levels), smoothed

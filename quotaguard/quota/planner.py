@@ -179,7 +179,7 @@ def _targets(rows: _Class) -> None:
     budget = rows.budget
     caps = [budget if cap is None else cap for cap in rows.caps]
     wants = [
-        low if (total := d.usage + d.pending) < low else high if total > high else total
+        low if (total := d.total) < low else high if total > high else total
         for d, low, high in zip(rows.demand, rows.guaranteed, caps, strict=True)
     ]
     served = water_fill(rows.guaranteed, wants, rows.weights, budget)
@@ -251,7 +251,7 @@ def _fit_capacity(rows: _Class, rebalance: Rebalance) -> None:
 def _demand_reason(rows: _Class, i: int) -> str:
     demand, target, cap = rows.demand[i], rows.targets[i], rows.caps[i]
     usage, pending = demand.usage, demand.pending
-    total = usage + pending
+    total = demand.total
     if total > target:
         if cap is not None and target >= cap:
             return f"demand {total} capped at max {cap}"
@@ -268,6 +268,8 @@ def _demand_reason(rows: _Class, i: int) -> str:
 def _reason(rows: _Class, i: int) -> str:
     """Why the row is what it is: scaling, then demand against the target, then hysteresis."""
     reason = _demand_reason(rows, i)
+    if rows.demand[i].discounted:
+        reason = f"{reason} (idle {rows.demand[i].discounted} above guarantee not counted)"
     if rows.scaled and rows.configured[i] > rows.guaranteed[i]:
         reason = f"{rows.scaled}; {reason}"
     note = rows.notes.get(i)

@@ -10,7 +10,9 @@ from datetime import UTC, datetime
 from typing import Any, TypedDict
 
 from quotaguard.kube.values import utc_timestamp
+from quotaguard.quota.capacity import Outage
 from quotaguard.quota.cluster import ResourceQuota
+from quotaguard.quota.demand import ClassActivity
 from quotaguard.quota.planner import ClassPlan, Plan
 from quotaguard.quota.queues import QueueState
 
@@ -21,12 +23,19 @@ class CurrentQuota(TypedDict):
     lendingLimit: int | None
 
 
+class FaultyGpuRow(TypedDict):
+    node: str
+    gpu: str
+    reason: str
+
+
 class ClassRow(TypedDict):
     name: str
     resource: str
     capacity: int
     distributable: int
     heldOutside: int
+    faultyGpus: list[FaultyGpuRow]
 
 
 def _current(quota: ResourceQuota | None) -> CurrentQuota | None:
@@ -36,6 +45,24 @@ def _current(quota: ResourceQuota | None) -> CurrentQuota | None:
         "nominal": quota.nominal,
         "borrowingLimit": quota.borrowing_limit,
         "lendingLimit": quota.lending_limit,
+    }
+
+
+def _faulty(outage: Outage) -> FaultyGpuRow:
+    return {"node": outage.node, "gpu": outage.gpu, "reason": outage.reason}
+
+
+def _activity(row: ClassPlan, activity: ClassActivity | None, observed: bool) -> dict[str, Any]:
+    """Allocated against used: `idle` and `used` are null without telemetry."""
+    if not observed:
+        return {"allocated": row.usage, "used": None, "idle": None}
+    found = activity or ClassActivity()
+    return {
+        "allocated": row.usage,
+        "used": found.used,
+        "idle": found.idle,
+        "idlePods": list(found.idle_pods),
+        "idleGpuHours": found.idle_gpu_hours,
     }
 
 
@@ -64,9 +91,16 @@ def build_report(
     *,
     current: Mapping[str, QueueState] | None = None,
     generated_at: datetime | None = None,
+    activity: Mapping[str, Mapping[str, ClassActivity]] | None = None,
+    telemetry: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """The report dict of a plan; `current` fills each row's `current` (null without it)."""
+    """The report dict of a plan; `current` fills each row's `current` (null without it).
+
+    `telemetry` (the GPU telemetry's summary) and `activity` (allocated, used and idle units
+    per tenant and class) fill `telemetry` and each row's `idle`/`used`; null without them."""
     current = current or {}
+    observed = telemetry is not None and bool(telemetry.get("available"))
+    activity = activity or {}
     moment = generated_at or datetime.now(UTC)
     tenants = []
     for tenant in plan.tenants:
@@ -79,7 +113,15 @@ def build_report(
                 "baseWeight": tenant.base_weight,
                 "weight": tenant.weight,
                 "currentWeight": state.weight if state is not None else None,
-                "classes": [_class_row(row, quotas.get(row.class_name)) for row in tenant.classes],
+                "classes": [
+                    {
+                        **_class_row(row, quotas.get(row.class_name)),
+                        **_activity(
+                            row, activity.get(tenant.name, {}).get(row.class_name), observed
+                        ),
+                    }
+                    for row in tenant.classes
+                ],
             }
         )
     classes: list[ClassRow] = [
@@ -89,6 +131,7 @@ def build_report(
             "capacity": row.capacity,
             "distributable": row.distributable,
             "heldOutside": row.held_outside,
+            "faultyGpus": [_faulty(outage) for outage in row.faulty],
         }
         for row in plan.classes
     ]
@@ -101,6 +144,7 @@ def build_report(
         "problems": list(plan.problems),
         "classes": classes,
         "tenants": tenants,
+        "telemetry": dict(telemetry) if telemetry is not None else None,
     }
 
 
@@ -130,6 +174,11 @@ CSV_COLUMNS = (
     "lastChangeTo",
     "lastChangeReason",
     "lastChangeApplied",
+    # GPU telemetry: allocated against used, idle units, faulty GPUs of the class (empty: none)
+    "allocated",
+    "used",
+    "idle",
+    "faultyGpus",
 )
 
 
@@ -175,6 +224,10 @@ def csv_rows(report: Mapping[str, Any]) -> list[list[str]]:
                 change.get("to"),
                 change.get("reason"),
                 _cell_bool(change.get("applied")),
+                row.get("allocated"),
+                row.get("used"),
+                row.get("idle"),
+                len(capacity.get("faultyGpus") or ()) if report.get("telemetry") else None,
             )
             rows.append([_cell(value) for value in values])
     return rows
@@ -220,12 +273,26 @@ def format_table(report: Mapping[str, Any]) -> str:
             str(row["capacity"]),
             str(row["heldOutside"]),
             str(row["distributable"]),
+            str(len(row.get("faultyGpus") or ())),
         ]
         for row in report["classes"]
     ]
     lines += _grid(
-        ["CLASS", "RESOURCE", "CAPACITY", "OUTSIDE", "DISTRIBUTABLE"], class_rows, right={2, 3, 4}
+        ["CLASS", "RESOURCE", "CAPACITY", "OUTSIDE", "DISTRIBUTABLE", "FAULTY"],
+        class_rows,
+        right={2, 3, 4, 5},
     )
+    for row in report["classes"]:
+        for gpu in row.get("faultyGpus") or ():
+            lines.append(f"  {row['name']}: {gpu['node']} GPU {gpu['gpu']} out: {gpu['reason']}")
+    telemetry = report.get("telemetry") or {}
+    if telemetry:
+        warnings = ", ".join(f"{n} {kind}" for kind, n in (telemetry.get("warnings") or {}).items())
+        lines.append(
+            f"telemetry: {telemetry.get('source') or 'none'}"
+            + (f"; {telemetry['note']}" if telemetry.get("note") else "")
+            + (f"; skipped: {warnings}" if warnings else "")
+        )
     lines.append("")
     rows = []
     for tenant in report["tenants"]:
@@ -252,6 +319,7 @@ def format_table(report: Mapping[str, Any]) -> str:
                     moved("borrowingLimit"),
                     moved("lendingLimit"),
                     str(row["usage"]),
+                    _number(row.get("idle")),
                     str(row["pending"]),
                     row["reason"],
                 ]
@@ -266,9 +334,10 @@ def format_table(report: Mapping[str, Any]) -> str:
         "BORROW",
         "LEND",
         "USAGE",
+        "IDLE",
         "PENDING",
         "REASON",
     ]
-    lines += _grid(header, rows, right={3, 4, 5, 6, 7, 8, 9})
+    lines += _grid(header, rows, right={3, 4, 5, 6, 7, 8, 9, 10})
     lines += [f"warning: {problem}" for problem in report.get("problems", [])]
     return "\n".join(lines)

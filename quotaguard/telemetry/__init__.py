@@ -1,0 +1,7 @@
+"""GPU telemetry from DCGM (dcgm-exporter, usually through Prometheus), judged into plain facts:
+which GPUs are faulty and which allocations are idle.
+
+Pure modules: `series` (the data), `exposition` and `promjson` (parsers), `health` and `idle`
+(judgements), `facts` (both at once). The one module with I/O is `client` (the Prometheus HTTP
+API and reading a metrics file), used by the commands and the controller.
+"""

@@ -1,0 +1,120 @@
+"""Where telemetry comes from (the I/O edge): the Prometheus HTTP API, or a file.
+
+Every read is bounded in time (`timeout`) and size (`max_bytes`); anything unusable raises a
+`TelemetryError` with one line, which callers turn into "no telemetry" — never into a failed
+plan.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from pathlib import Path
+
+from quotaguard.policy.model import Rebalance
+from quotaguard.telemetry.exposition import parse_exposition
+from quotaguard.telemetry.promjson import TelemetryError, parse_query_response
+from quotaguard.telemetry.series import METRICS, GpuMetrics
+
+MAX_BYTES = 64 * 1024 * 1024
+DEFAULT_TIMEOUT = 10.0
+# Range queries look back this far at most, in about this many steps (Prometheus refuses more
+# than 11,000 points per series).
+MAX_WINDOW = 6 * 3600.0
+STEPS = 120
+QUERY = '{__name__=~"' + "|".join(sorted(METRICS)) + '"}'
+
+__all__ = ["PrometheusClient", "TelemetryError", "read_metrics_file"]
+
+
+def _decode(data: bytes, source: str) -> str:
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise TelemetryError(f"{source}: not UTF-8 text: {exc}") from exc
+
+
+def parse_metrics_text(text: str, *, source: str, now: float) -> GpuMetrics:
+    """A file's text: JSON of a Prometheus query (range) answer, or a text exposition scrape."""
+    if text.lstrip().startswith("{"):
+        try:
+            document = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise TelemetryError(f"{source}:{exc.lineno}:{exc.colno}: not JSON: {exc.msg}") from exc
+        return parse_query_response(document, source=source)
+    return parse_exposition(text, at=now, source=source)
+
+
+def read_metrics_file(
+    path: str | Path, *, now: float | None = None, max_bytes: int = MAX_BYTES
+) -> GpuMetrics:
+    source = str(path)
+    try:
+        with Path(path).open("rb") as fh:
+            data = fh.read(max_bytes + 1)
+    except OSError as exc:
+        raise TelemetryError(f"{source}: cannot read: {exc.strerror or exc}") from exc
+    if len(data) > max_bytes:
+        raise TelemetryError(f"{source}: larger than {max_bytes} bytes; not read")
+    moment = time.time() if now is None else now
+    return parse_metrics_text(_decode(data, source), source=source, now=moment)
+
+
+def query_window(rebalance: Rebalance) -> tuple[float, float]:
+    """(window, step) of the range query: long enough for idleFor and the quiet period."""
+    window = min(MAX_WINDOW, max(rebalance.idle_for, rebalance.gpu_health.quiet_period))
+    step = max(1.0, math.ceil(window / STEPS))
+    return window, step
+
+
+class PrometheusClient:
+    """The Prometheus HTTP API (`/api/v1/query_range`), blocking; run it off the event loop."""
+
+    def __init__(
+        self, url: str, *, timeout: float = DEFAULT_TIMEOUT, max_bytes: int = MAX_BYTES
+    ) -> None:
+        parsed = urllib.parse.urlparse(url)
+        if parsed.scheme not in ("http", "https") or not parsed.netloc:
+            raise TelemetryError(f"{url}: not an http(s) URL of a Prometheus server")
+        self.url = url.rstrip("/")
+        self.timeout = timeout
+        self.max_bytes = max_bytes
+
+    def _get(self, path: str, params: dict[str, str]) -> object:
+        url = f"{self.url}{path}?{urllib.parse.urlencode(params)}"
+        request = urllib.request.Request(url, headers={"Accept": "application/json"})
+        try:
+            with urllib.request.urlopen(request, timeout=self.timeout) as response:
+                data = response.read(self.max_bytes + 1)
+        except urllib.error.HTTPError as exc:
+            # Prometheus answers 400/422/503 with a JSON error body worth showing.
+            body = exc.read(4096).decode("utf-8", "replace")
+            raise TelemetryError(f"{self.url}: HTTP {exc.code}: {body[:200]}") from exc
+        except (urllib.error.URLError, OSError, ValueError) as exc:
+            reason = getattr(exc, "reason", exc)
+            raise TelemetryError(f"{self.url}: unreachable: {reason}") from exc
+        if len(data) > self.max_bytes:
+            raise TelemetryError(f"{self.url}: response larger than {self.max_bytes} bytes")
+        try:
+            return json.loads(_decode(data, self.url))
+        except json.JSONDecodeError as exc:
+            raise TelemetryError(f"{self.url}: response is not JSON: {exc.msg}") from exc
+
+    def gpu_metrics(self, rebalance: Rebalance, *, now: float | None = None) -> GpuMetrics:
+        """Every DCGM series the judgements read, over the window the policy needs."""
+        end = time.time() if now is None else now
+        window, step = query_window(rebalance)
+        document = self._get(
+            "/api/v1/query_range",
+            {
+                "query": QUERY,
+                "start": f"{end - window:.3f}",
+                "end": f"{end:.3f}",
+                "step": f"{step:g}",
+            },
+        )
+        return parse_query_response(document, source=self.url, at=end)
