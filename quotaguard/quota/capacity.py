@@ -121,9 +121,9 @@ def class_capacity(
     capacity = dict.fromkeys(policy.classes_by_name, 0)
     outages: dict[str, list[Outage]] = {}
     healthy: dict[str, Node] = {}
-    by_node: dict[str, list[FaultyGpu]] = {}
-    for gpu in faulty_gpus:
-        by_node.setdefault(gpu.node, []).append(gpu)
+    by_node: dict[str, dict[str, FaultyGpu]] = {}
+    for gpu in faulty_gpus:  # one GPU named twice is still one GPU
+        by_node.setdefault(gpu.node, {}).setdefault(gpu.gpu, gpu)
     for node in nodes:
         if not node_counts(policy, node):
             condition = faulty_condition(policy, node)
@@ -141,7 +141,7 @@ def class_capacity(
             if gpu_class is None:
                 continue
             lost = 0
-            for gpu in by_node.get(node.name, ()):
+            for gpu in by_node.get(node.name, {}).values():
                 units = min(units_per_gpu(gpu_class, resource, node, gpu), amount - lost)
                 if units > 0:
                     lost += units
