@@ -36,7 +36,7 @@ ALLOWED: dict[str, int] = {
     "quotaguard/simulate/trace.py:_node": 18,
     "quotaguard/simulate/preemption.py:candidates": 18,
     "quotaguard/quota/cluster.py:_Reader.read": 18,
-    "quotaguard/quota/demand.py:demand_of": 17,
+    "quotaguard/quota/demand.py:_observed_demand": 17,
     "quotaguard/admission/workload.py:_gpu_containers": 17,
     "quotaguard/admission/suites.py:load_suites": 18,
     "quotaguard/admission/restore.py:restore": 17,

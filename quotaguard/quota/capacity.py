@@ -108,6 +108,39 @@ def outside_tenants(policy: TenantPolicy, namespace: str) -> bool:
     return policy.exempt(namespace) or policy.tenant_of(namespace) is None
 
 
+def _condition_outages(policy: TenantPolicy, node: Node) -> list[tuple[str, Outage]]:
+    """(class, outage) for a Ready, schedulable node that a GPU-health condition takes out."""
+    condition = faulty_condition(policy, node)
+    if condition is None or not node.ready or node.unschedulable:
+        return []
+    found = []
+    for resource in node.allocatable:
+        gpu_class = policy.class_of_resource(resource, dict(node.labels))
+        if gpu_class is not None:
+            found.append((gpu_class.name, Outage(node.name, "all", f"node condition {condition}")))
+    return found
+
+
+def _node_capacity(
+    policy: TenantPolicy, node: Node, faulty: Mapping[str, FaultyGpu]
+) -> list[tuple[str, int, list[Outage]]]:
+    """(class, units, outages) per class resource of a counted node, net of its faulty GPUs."""
+    labels = dict(node.labels)
+    rows = []
+    for resource, amount in node.allocatable.items():
+        gpu_class = policy.class_of_resource(resource, labels)
+        if gpu_class is None:
+            continue
+        lost, outages = 0, []
+        for gpu in faulty.values():
+            units = min(units_per_gpu(gpu_class, resource, node, gpu), amount - lost)
+            if units > 0:
+                lost += units
+                outages.append(Outage(node.name, gpu.gpu, gpu.reason))
+        rows.append((gpu_class.name, amount - lost, outages))
+    return rows
+
+
 def class_capacity(
     policy: TenantPolicy,
     nodes: Iterable[Node],
@@ -126,29 +159,13 @@ def class_capacity(
         by_node.setdefault(gpu.node, {}).setdefault(gpu.gpu, gpu)
     for node in nodes:
         if not node_counts(policy, node):
-            condition = faulty_condition(policy, node)
-            if condition is not None and node.ready and not node.unschedulable:
-                for resource in node.allocatable:
-                    found = policy.class_of_resource(resource, dict(node.labels))
-                    if found is not None:
-                        outage = Outage(node.name, "all", f"node condition {condition}")
-                        outages.setdefault(found.name, []).append(outage)
+            for class_name, outage in _condition_outages(policy, node):
+                outages.setdefault(class_name, []).append(outage)
             continue
         healthy[node.name] = node
-        labels = dict(node.labels)
-        for resource, amount in node.allocatable.items():
-            gpu_class = policy.class_of_resource(resource, labels)
-            if gpu_class is None:
-                continue
-            lost = 0
-            for gpu in by_node.get(node.name, {}).values():
-                units = min(units_per_gpu(gpu_class, resource, node, gpu), amount - lost)
-                if units > 0:
-                    lost += units
-                    outages.setdefault(gpu_class.name, []).append(
-                        Outage(node.name, gpu.gpu, gpu.reason)
-                    )
-            capacity[gpu_class.name] += amount - lost
+        for class_name, units, lost in _node_capacity(policy, node, by_node.get(node.name, {})):
+            capacity[class_name] += units
+            outages.setdefault(class_name, []).extend(lost)
     held = dict.fromkeys(policy.classes_by_name, 0)
     for pod in pods:
         if not pod.bound or pod.node_name not in healthy:
@@ -160,7 +177,7 @@ def class_capacity(
             gpu_class = class_of_pod_resource(policy, resource, pod, node)
             if gpu_class is not None:
                 held[gpu_class.name] += amount
-    faulty = {name: tuple(sorted(set(rows))) for name, rows in outages.items()}
+    faulty = {name: tuple(sorted(set(rows))) for name, rows in outages.items() if rows}
     return capacities_from_totals(policy, capacity, held, faulty=faulty)
 
 

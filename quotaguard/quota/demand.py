@@ -213,6 +213,15 @@ def demand_of(
     """Usage and pending demand of every tenant with any, per class.
 
     `activity` (GPU telemetry per pod) matters only under `idleDemand: discount`."""
+    demand = _observed_demand(policy, snapshot)
+    if activity and policy.spec.rebalance.idle_demand == "discount":
+        _discount_idle(policy, demand, activity_of(policy, snapshot, activity))
+    return demand
+
+
+def _observed_demand(
+    policy: TenantPolicy, snapshot: ClusterSnapshot
+) -> dict[str, dict[str, ClassDemand]]:
     tally = _Tally()
     with_workloads: set[str] = set()
     for workload in snapshot.workloads:
@@ -244,10 +253,7 @@ def demand_of(
             gpu_class = class_of_pod_resource(policy, resource, pod, node)
             if gpu_class is not None:
                 tally.add(tenant.name, gpu_class.name, amount, holding=pod.bound)
-    demand = tally.demand()
-    if activity and policy.spec.rebalance.idle_demand == "discount":
-        _discount_idle(policy, demand, activity_of(policy, snapshot, activity))
-    return demand
+    return tally.demand()
 
 
 @dataclass(frozen=True, slots=True)

@@ -255,6 +255,24 @@ def _number(value: object) -> str:
     return "-" if value is None else f"{value:g}" if isinstance(value, float) else str(value)
 
 
+def _telemetry_lines(report: Mapping[str, Any]) -> list[str]:
+    """Each faulty GPU with its reason, then where telemetry came from and what it skipped."""
+    lines = [
+        f"  {row['name']}: {gpu['node']} GPU {gpu['gpu']} out: {gpu['reason']}"
+        for row in report["classes"]
+        for gpu in row.get("faultyGpus") or ()
+    ]
+    telemetry = report.get("telemetry") or {}
+    if telemetry:
+        warnings = ", ".join(f"{n} {kind}" for kind, n in (telemetry.get("warnings") or {}).items())
+        lines.append(
+            f"telemetry: {telemetry.get('source') or 'none'}"
+            + (f"; {telemetry['note']}" if telemetry.get("note") else "")
+            + (f"; skipped: {warnings}" if warnings else "")
+        )
+    return lines
+
+
 def format_table(report: Mapping[str, Any]) -> str:
     """A terminal table: capacity per class, then targets per tenant next to the current ones.
 
@@ -282,17 +300,7 @@ def format_table(report: Mapping[str, Any]) -> str:
         class_rows,
         right={2, 3, 4, 5},
     )
-    for row in report["classes"]:
-        for gpu in row.get("faultyGpus") or ():
-            lines.append(f"  {row['name']}: {gpu['node']} GPU {gpu['gpu']} out: {gpu['reason']}")
-    telemetry = report.get("telemetry") or {}
-    if telemetry:
-        warnings = ", ".join(f"{n} {kind}" for kind, n in (telemetry.get("warnings") or {}).items())
-        lines.append(
-            f"telemetry: {telemetry.get('source') or 'none'}"
-            + (f"; {telemetry['note']}" if telemetry.get("note") else "")
-            + (f"; skipped: {warnings}" if warnings else "")
-        )
+    lines += _telemetry_lines(report)
     lines.append("")
     rows = []
     for tenant in report["tenants"]:

@@ -81,6 +81,44 @@ def _faults(
     return found
 
 
+@dataclass(slots=True)
+class _Scan:
+    """What one pass over the series finds, per GPU."""
+
+    uuids: dict[GpuKey, str] = field(default_factory=dict)
+    instances: dict[GpuKey, dict[str, str]] = field(default_factory=dict)
+    current: dict[GpuKey, str] = field(default_factory=dict)  # faults in a latest sample
+    warnings: Counter[str] = field(default_factory=Counter)
+
+    def known_gpu(self, series: Series, known: frozenset[str]) -> GpuKey | None:
+        """The series' GPU on a known node, noting its UUID and MIG instance; else counted."""
+        key = gpu_key(series)
+        if key is None:
+            self.warnings["missing labels"] += 1
+            return None
+        if key[0] not in known:
+            self.warnings["unknown node"] += 1
+            return None
+        uuid = series.labels.get("UUID")
+        if uuid:
+            self.uuids[key] = uuid
+        profile, instance = series.labels.get("GPU_I_PROFILE"), series.labels.get("GPU_I_ID")
+        if profile and instance:
+            self.instances.setdefault(key, {})[instance] = profile
+        return key
+
+
+def _remember(
+    last_fault: dict[GpuKey, tuple[float, str]],
+    key: GpuKey,
+    faults: list[tuple[float, str]],
+    moment: float,
+) -> None:
+    for at, reason in faults:
+        if at <= moment and (key not in last_fault or at >= last_fault[key][0]):
+            last_fault[key] = (at, reason)
+
+
 def judge_health(
     metrics: GpuMetrics,
     *,
@@ -97,36 +135,19 @@ def judge_health(
     moment = metrics.at if now is None else now
     quiet = settings.quiet_period
     known = frozenset(nodes)
-    warnings: Counter[str] = Counter()
+    scan = _Scan()
     last_fault = dict(memory.last_fault)
     rows = dict(memory.remapped_rows)
-    uuids: dict[GpuKey, str] = {}
-    instances: dict[GpuKey, dict[str, str]] = {}
-    current: dict[GpuKey, str] = {}  # faults in the latest sample of a series
     for series in metrics.series:
-        key = gpu_key(series)
-        if key is None:
-            warnings["missing labels"] += 1
-            continue
-        if key[0] not in known:
-            warnings["unknown node"] += 1
-            continue
-        uuid = series.labels.get("UUID")
-        if uuid:
-            uuids[key] = uuid
-        profile, instance = series.labels.get("GPU_I_PROFILE"), series.labels.get("GPU_I_ID")
-        if profile and instance:
-            instances.setdefault(key, {})[instance] = profile
-        if series.metric not in HEALTH_METRICS:
+        key = scan.known_gpu(series, known)
+        if key is None or series.metric not in HEALTH_METRICS:
             continue
         faults = _faults(series, settings, rows.get(key))
         if series.metric == UNCORRECTABLE_REMAPPED_ROWS:
             rows[key] = series.points[-1][1]
         if faults and faults[-1][0] == series.points[-1][0]:
-            current[key] = faults[-1][1]
-        for at, reason in faults:
-            if at <= moment and (key not in last_fault or at >= last_fault[key][0]):
-                last_fault[key] = (at, reason)
+            scan.current[key] = faults[-1][1]
+        _remember(last_fault, key, faults, moment)
     faulty = []
     for key, (at, reason) in sorted(last_fault.items()):
         if moment - at >= quiet:
@@ -134,10 +155,14 @@ def judge_health(
             continue
         if key[0] not in known:
             continue
-        shown = current.get(key) or f"{reason}, {quiet - (moment - at):.0f}s of quiet period left"
-        profiles = Counter(instances.get(key, {}).values())
-        faulty.append(
-            FaultyGpu(key[0], key[1], uuids.get(key), shown, at, dict(sorted(profiles.items())))
+        shown = (
+            scan.current.get(key) or f"{reason}, {quiet - (moment - at):.0f}s of quiet period left"
         )
-    verdict = HealthVerdict(tuple(faulty), dict(sorted(warnings.items())))
+        profiles = Counter(scan.instances.get(key, {}).values())
+        faulty.append(
+            FaultyGpu(
+                key[0], key[1], scan.uuids.get(key), shown, at, dict(sorted(profiles.items()))
+            )
+        )
+    verdict = HealthVerdict(tuple(faulty), dict(sorted(scan.warnings.items())))
     return verdict, HealthMemory(last_fault, rows)

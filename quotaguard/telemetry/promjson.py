@@ -13,10 +13,8 @@ class TelemetryError(ValueError):
     """The telemetry source answered something unusable; str() is one line naming it."""
 
 
-def parse_query_response(
-    document: object, *, source: str = "<prometheus>", at: float | None = None
-) -> GpuMetrics:
-    """The JSON of a query or query_range answer; `at` is the evaluation time when known."""
+def _result(document: object, source: str) -> tuple[str, list[Any]]:
+    """(resultType, result) of a successful answer; TelemetryError for anything else."""
     if not isinstance(document, Mapping):
         raise TelemetryError(f"{source}: not a Prometheus API response (expected an object)")
     if document.get("status") != "success":
@@ -28,8 +26,16 @@ def parse_query_response(
     kind = data.get("resultType")
     if kind not in ("matrix", "vector"):
         raise TelemetryError(f"{source}: resultType {kind!r} is neither matrix nor vector")
+    return str(kind), data["result"]
+
+
+def parse_query_response(
+    document: object, *, source: str = "<prometheus>", at: float | None = None
+) -> GpuMetrics:
+    """The JSON of a query or query_range answer; `at` is the evaluation time when known."""
+    kind, result = _result(document, source)
     builder = SeriesBuilder()
-    for entry in data["result"]:
+    for entry in result:
         metric = entry.get("metric") if isinstance(entry, Mapping) else None
         if not isinstance(metric, Mapping) or not isinstance(metric.get("__name__"), str):
             builder.warn("missing labels")
