@@ -293,37 +293,15 @@ def _choose_targets(
     final: Capacity,
     baseline: Capacity,
 ) -> Capacity:
-    """Step 1: greedy single-node moves while one gains at least MIN_GAIN."""
+    """Step 1: greedy single-node moves while one gains at least MIN_GAIN. Nodes that offer the
+    same in every layout are interchangeable: each such group is tried once per round, through
+    its first node not yet moved (startable ones first, then the least busy, then by name)."""
     options = [
         {layout: _offers(policy, c.view, layout) for layout in c.pool.layouts} for c in candidates
     ]
-    value = valuer.value(final)
-    while True:
-        best = _best_move(valuer, candidates, options, final, baseline, value)
-        if best is None:
-            return final
-        gain, index, layout, moved = best
-        candidate = candidates[index]
-        candidate.target = layout
-        candidate.gain = gain
-        candidate.moves = _describe(final, moved)
-        final, value = moved, value + gain
-
-
-def _best_move(
-    valuer: _Valuer,
-    candidates: list[_Candidate],
-    options: list[dict[str, dict[str, int]]],
-    final: Capacity,
-    baseline: Capacity,
-    value: float,
-) -> tuple[float, int, str, Capacity] | None:
-    """The one move that gains most. Nodes that offer the same in every layout are
-    interchangeable, so each such group is tried once."""
-    best: tuple[float, int, str, Capacity] | None = None
-    tried: set[tuple[object, ...]] = set()
+    groups: dict[tuple[object, ...], list[int]] = {}
     order = sorted(
-        (i for i, c in enumerate(candidates) if c.target is None),
+        range(len(candidates)),
         key=lambda i: (
             not candidates[i].startable,
             candidates[i].view.gpu_pods,
@@ -339,9 +317,38 @@ def _best_move(
             tuple(sorted(candidate.now_offers.items())),
             tuple((k, tuple(sorted(v.items()))) for k, v in options[index].items()),
         )
-        if key in tried:
+        groups.setdefault(key, []).append(index)
+    queues = [list(reversed(members)) for members in groups.values()]  # pop() takes the first
+    value = valuer.value(final)
+    while True:
+        best = _best_move(valuer, candidates, options, queues, final, baseline, value)
+        if best is None:
+            return final
+        gain, group, layout, moved = best
+        index = queues[group].pop()
+        candidate = candidates[index]
+        candidate.target = layout
+        candidate.gain = gain
+        candidate.moves = _describe(final, moved)
+        final, value = moved, value + gain
+
+
+def _best_move(
+    valuer: _Valuer,
+    candidates: list[_Candidate],
+    options: list[dict[str, dict[str, int]]],
+    queues: list[list[int]],
+    final: Capacity,
+    baseline: Capacity,
+    value: float,
+) -> tuple[float, int, str, Capacity] | None:
+    """The one move that gains most, as (gain, group, layout, capacity after)."""
+    best: tuple[float, int, str, Capacity] | None = None
+    for group, members in enumerate(queues):
+        if not members:
             continue
-        tried.add(key)
+        index = members[-1]
+        candidate = candidates[index]
         for layout, offers in options[index].items():
             if layout == candidate.view.current:
                 continue
@@ -350,7 +357,7 @@ def _best_move(
                 continue
             gain = valuer.value(moved) - value
             if gain >= MIN_GAIN - 1e-9 and (best is None or gain > best[0] + 1e-9):
-                best = (gain, index, layout, moved)
+                best = (gain, group, layout, moved)
     return best
 
 
