@@ -209,7 +209,8 @@ def test_a_shifted_mix_moves_one_node_with_cordon_relabel_uncordon_and_quotas_fo
         reasons = [
             e["reason"] for e in layout_events(cluster) if e["involvedObject"]["name"] == changed
         ]
-        assert reasons[:1] == ["LayoutChangeStarted"] and "LayoutChanged" in reasons
+        # Events carry no order the API guarantees; the stand-in's record shows the order.
+        assert {"LayoutChangeStarted", "LayoutChanged"} <= set(reasons)
         # The quotas follow the new capacity: 72 x 1g, 60 of them wanted.
         wait_until(lambda: small_quota(cluster) == 60, timeout=30, what="small's quota at 60")
         report = thread.controller.latest_report()
