@@ -14,7 +14,7 @@ from quotaguard.kube.quantity import QuantityError, parse_duration, parse_quanti
 from quotaguard.kube.values import mapping as _map
 from quotaguard.policy.catalogue import matching_profiles
 from quotaguard.policy.geometrychecks import check_geometry
-from quotaguard.policy.globs import globs_intersect, witness
+from quotaguard.policy.globs import overlapping_pairs
 from quotaguard.policy.model import BEST_FIT, DEFAULT_EXEMPT
 from quotaguard.policy.problems import Problem
 
@@ -157,26 +157,29 @@ def _namespace_overlaps(
             for position, pattern in enumerate(namespaces):
                 if isinstance(pattern, str):
                     patterns.append((index, position, name, pattern))
-    for later, (index, position, name, pattern) in enumerate(patterns):
-        for other_index, _, other_name, other in patterns[:later]:
-            if other_index == index or not globs_intersect(pattern, other):
-                continue
-            example = witness(pattern, other)
-            yield Problem(
-                ("spec", "tenants", index, "namespaces", position),
-                f"namespace pattern {pattern!r} of tenant {name!r} overlaps {other!r} of tenant "
-                f"{other_name!r} (both match {example!r}); a namespace must have one owner",
-            )
     exempt_patterns = [e for e in exempt if isinstance(e, str)] if isinstance(exempt, list) else []
-    for index, position, name, pattern in patterns:
-        for exempt_pattern in exempt_patterns:
-            if globs_intersect(pattern, exempt_pattern):
-                yield Problem(
-                    ("spec", "tenants", index, "namespaces", position),
-                    f"namespace pattern {pattern!r} of tenant {name!r} overlaps exempt namespace "
-                    f"{exempt_pattern!r}; workloads there are never mutated or checked",
-                    "warning",
-                )
+    tenant_count = len(patterns)
+    for later, earlier, example in overlapping_pairs([p[3] for p in patterns] + exempt_patterns):
+        if earlier >= tenant_count:
+            continue  # two exempt patterns
+        index, position, name, pattern = patterns[earlier]
+        where = ("spec", "tenants", index, "namespaces", position)
+        if later >= tenant_count:
+            yield Problem(
+                where,
+                f"namespace pattern {pattern!r} of tenant {name!r} overlaps exempt namespace "
+                f"{exempt_patterns[later - tenant_count]!r}; workloads there are never mutated "
+                "or checked",
+                "warning",
+            )
+            continue
+        other_index, other_position, other_name, other = patterns[later]
+        if other_index != index:
+            yield Problem(
+                ("spec", "tenants", other_index, "namespaces", other_position),
+                f"namespace pattern {other!r} of tenant {other_name!r} overlaps {pattern!r} of "
+                f"tenant {name!r} (both match {example!r}); a namespace must have one owner",
+            )
 
 
 def _tenant(
