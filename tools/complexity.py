@@ -45,7 +45,6 @@ ALLOWED: dict[str, int] = {
     "quotaguard/commands/test.py:run": 17,
     "quotaguard/admission/suites.py:partial_mismatches": 16,
     "quotaguard/admission/reviews.py:decode_review": 16,
-    "quotaguard/policy/globs.py:witness.search": 18,
     "quotaguard/policy/geometrychecks.py:_pool": 17,
     "quotaguard/policy/migconfig.py:_entry": 17,
     "quotaguard/kube/documents.py:check_yaml": 21,

@@ -124,18 +124,10 @@ def _steps(
     if i == len(left) or j == len(right) or (a_star and b_star):
         return  # both stars: consuming a character only loops
     a, b = left[i], right[j]
-    if a is None and b is not None:
-        char = _common(b, b)
-        if char is not None:
-            yield (i, j + 1), char
-    elif b is None and a is not None:
-        char = _common(a, a)
-        if char is not None:
-            yield (i + 1, j), char
-    elif a is not None and b is not None:
-        char = _common(a, b)
-        if char is not None:
-            yield (i + 1, j + 1), char
+    # A star stays where it is and takes whatever character the other side's class takes.
+    char = _common(a or b, b or a)  # type: ignore[arg-type]  # not both stars, checked above
+    if char is not None:
+        yield (i + (a is not None), j + (b is not None)), char
 
 
 def _spell(
@@ -220,21 +212,26 @@ def overlapping_pairs(patterns: Sequence[str]) -> Iterator[tuple[int, int, str]]
     by_prefix = _EndIndex([prefix for prefix, _, _ in ends])
     by_suffix = _EndIndex([suffix[::-1] for _, suffix, _ in ends])
     for later, (prefix, suffix, literal) in enumerate(ends):
-        # The smaller of the two candidate lists; each is a superset of the partners.
-        options = []
-        if prefix or literal:
-            options.append((by_prefix.count(prefix), by_prefix, prefix))
-        if suffix and not literal:
-            options.append((by_suffix.count(suffix[::-1]), by_suffix, suffix[::-1]))
-        if options:
-            _, index, end = min(options, key=lambda option: option[0])
-            candidates: Iterable[int] = sorted(c for c in index.compatible(end) if c < later)
-        else:
-            candidates = range(later)
-        for earlier in candidates:
+        for earlier in _candidates(later, prefix, suffix, literal, by_prefix, by_suffix):
             if literal and ends[earlier][2]:
                 found: str | None = prefix if ends[earlier][0] == prefix else None
             else:
                 found = _witness(tokens_of(later), tokens_of(earlier))
             if found is not None:
                 yield later, earlier, found
+
+
+def _candidates(
+    later: int, prefix: str, suffix: str, literal: bool, by_prefix: _EndIndex, by_suffix: _EndIndex
+) -> Iterable[int]:
+    """Earlier patterns that may share a name with this one: the smaller of the prefix and the
+    suffix index's answers (each is a superset of the partners), or every earlier one."""
+    options = []
+    if prefix or literal:
+        options.append((by_prefix.count(prefix), by_prefix, prefix))
+    if suffix and not literal:
+        options.append((by_suffix.count(suffix[::-1]), by_suffix, suffix[::-1]))
+    if not options:
+        return range(later)
+    _, index, end = min(options, key=lambda option: option[0])
+    return sorted(c for c in index.compatible(end) if c < later)
