@@ -29,7 +29,6 @@ ALLOWED: dict[str, int] = {
     "quotaguard/simulate/trace.py:parse_trace": 26,
     "quotaguard/simulate/report.py:verdict": 25,
     "quotaguard/policy/checks.py:_tenant": 25,
-    "quotaguard/controller/loop.py:Controller._write_all": 24,
     "quotaguard/admission/suites.py:_outcome": 21,
     "quotaguard/quota/diff.py:diff": 20,
     "quotaguard/simulate/trace.py:_workload": 19,

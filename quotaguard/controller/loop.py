@@ -47,6 +47,7 @@ from quotaguard.controller.write import (
     QueueWriter,
     SpecRules,
     WriteOutcome,
+    WriteResult,
     emit_event,
     event_body,
 )
@@ -59,14 +60,7 @@ from quotaguard.kube.values import utc_timestamp
 from quotaguard.policy.model import Mode, TenantPolicy
 from quotaguard.quota.cluster import ResourceQuota, parse_objects
 from quotaguard.quota.demand import demand_of
-from quotaguard.quota.diff import (
-    QueueChange,
-    diff,
-    held_back,
-    held_quotas,
-    room_first,
-    target_quotas,
-)
+from quotaguard.quota.diff import QueueChange, writes_for
 from quotaguard.quota.planner import Plan, TenantPlan
 from quotaguard.quota.queues import QueueState, current_state
 from quotaguard.quota.report import build_report
@@ -410,12 +404,10 @@ class Controller:
         self,
         policy: TenantPolicy,
         api: QueueApi,
-        the_plan: Plan,
         tenant: TenantPlan,
-        quotas: Mapping[str, ResourceQuota] | None = None,
+        quotas: Mapping[str, ResourceQuota],
     ) -> SpecRules:
-        """How to build the tenant's queue spec: the plan's targets, or `quotas` instead."""
-        quotas = target_quotas(the_plan, tenant) if quotas is None else quotas
+        """How to build the tenant's queue spec with `quotas`."""
         if api.group == VOLCANO_GROUP:
             return SpecRules(
                 build=functools.partial(
@@ -443,17 +435,13 @@ class Controller:
         the_plan: Plan,
         current: Mapping[str, QueueState],
     ) -> list[WriteOutcome]:
-        """Write every queue the plan changes (blocking; runs in a worker thread).
-
-        `diff` names the queues that differ from the plan; each one's spec is then built from
-        the cached object and compared (small weight moves are tolerated there), so a queue is
-        read and written only when its spec really changes.
-        """
+        """Carry out `writes_for(the_plan, current)` (blocking; runs in a worker thread): what
+        to write and in which order is decided there; here each write is built against the
+        cached queue, sent, and the second pass (raises) runs only when the first landed."""
         api = self._queue_api(policy)
         if api is None:
             return []
-        cache_name = "queues" if api.group == VOLCANO_GROUP else "clusterqueues"
-        cache = self.watches.get(cache_name)
+        cache = self.watches.get("queues" if api.group == VOLCANO_GROUP else "clusterqueues")
         cached = {obj["metadata"]["name"]: obj for obj in (cache.objects() if cache else [])}
         manage = policy.spec.rebalance.manage_queues
         if manage:
@@ -465,43 +453,20 @@ class Controller:
             request_timeout=self.settings.write_timeout,
         )
         template = VOLCANO_CREATE_TEMPLATE if api.group == VOLCANO_GROUP else KUEUE_CREATE_TEMPLATE
+        shell = _Writing(writer, cache, cached, template if manage else None)
         outcomes: list[WriteOutcome] = []
-        # Cuts before raises: queues written one by one never hold more than the plan gives out.
-        first, second = room_first(diff(current, the_plan))
-        passes = [first, [(change, False) for change in second]]
-        for writes in passes:
-            failed = False
-            for change, hold in writes:
-                tenant = the_plan.tenant(change.tenant)
-                if tenant is None:
-                    continue
-                quotas = held_quotas(the_plan, tenant, change) if hold else None
-                rules = self._rules(policy, api, the_plan, tenant, quotas)
-                existing = cached.get(change.queue)
-                if existing is None and not manage:
-                    outcomes.append(WriteOutcome(change.queue, "missing"))
-                    continue
-                if existing is not None:
-                    spec = existing.get("spec") or {}
-                    if rules.same(spec, rules.build(spec)):
-                        continue  # only a weight move within tolerance: no request at all
-                outcome = writer.write(change.queue, rules, template=template if manage else None)
+        for writes in writes_for(the_plan, current):
+            for write in writes:
+                outcome = shell.execute(
+                    write.queue, self._rules(policy, api, write.tenant, write.quotas)
+                )
+                if outcome is None:
+                    continue  # only a weight move within tolerance: no request at all
                 outcomes.append(outcome)
                 if outcome.written is not None:
-                    if cache is not None:
-                        cache.upsert(outcome.written)
-                    cached[change.queue] = outcome.written
-                    self._announce(outcome, held_back(change) if hold else change)
-                if outcome.result in ("error", "conflict", "not_leader"):
-                    failed = True
-                if outcome.result in ("error", "conflict"):
-                    log.warning(
-                        "writing queue %s failed: %s",
-                        outcome.queue,
-                        outcome.detail,
-                        extra={"queue": outcome.queue, "result": outcome.result},
-                    )
-            if failed:
+                    self._announce(outcome, write.change)
+                _log_failure(outcome)
+            if any(outcome.result.failed for outcome in outcomes):
                 break  # a cut that did not land: raising others now could overcommit
         return outcomes
 
@@ -551,7 +516,7 @@ class Controller:
         mode: Mode,
         now: float,
     ) -> None:
-        written = {o.queue for o in outcomes if o.result in ("updated", "created")}
+        written = {o.queue for o in outcomes if o.result.wrote}
         for outcome in outcomes:
             self.status.writes[outcome.result] = self.status.writes.get(outcome.result, 0) + 1
         record_writes(outcomes, at=now)
@@ -589,6 +554,45 @@ class Controller:
         self.status.last_report = report
         self.status.last_planned_at = now
         self.history.record(report, now)
+
+
+@dataclass
+class _Writing:
+    """Executes queue writes against the cached queues (kept up to date with what it wrote);
+    `template`: create missing queues from it (manageQueues), else report them missing."""
+
+    writer: QueueWriter
+    cache: Watch | None
+    cached: dict[str, JsonObject]
+    template: Mapping[str, Any] | None
+
+    def execute(self, queue: str, rules: SpecRules) -> WriteOutcome | None:
+        existing = self.cached.get(queue)
+        if existing is None and self.template is None:
+            return WriteOutcome(queue, WriteResult.MISSING)
+        if existing is not None and _within_tolerance(rules, existing):
+            return None
+        outcome = self.writer.write(queue, rules, template=self.template)
+        if outcome.written is not None:
+            if self.cache is not None:
+                self.cache.upsert(outcome.written)
+            self.cached[queue] = outcome.written
+        return outcome
+
+
+def _log_failure(outcome: WriteOutcome) -> None:
+    if outcome.result in (WriteResult.ERROR, WriteResult.CONFLICT):
+        log.warning(
+            "writing queue %s failed: %s",
+            outcome.queue,
+            outcome.detail,
+            extra={"queue": outcome.queue, "result": outcome.result},
+        )
+
+
+def _within_tolerance(rules: SpecRules, existing: JsonObject) -> bool:
+    spec = existing.get("spec") or {}
+    return rules.same(spec, rules.build(spec))
 
 
 def _with_mode(the_plan: Plan, mode: Mode) -> Plan:

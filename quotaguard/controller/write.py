@@ -14,6 +14,7 @@ import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from enum import StrEnum
 from typing import Any
 
 from quotaguard.kube.client import status_code
@@ -22,7 +23,30 @@ from quotaguard.kube.values import utc_timestamp
 log = logging.getLogger(__name__)
 
 JsonObject = dict[str, Any]
-WRITE_RESULTS = ("updated", "created", "unchanged", "missing", "conflict", "error", "not_leader")
+
+
+class WriteResult(StrEnum):
+    """How one queue write ended (the `result` label of quotaguard_queue_writes)."""
+
+    UPDATED = "updated"
+    CREATED = "created"
+    UNCHANGED = "unchanged"
+    MISSING = "missing"
+    CONFLICT = "conflict"
+    ERROR = "error"
+    NOT_LEADER = "not_leader"
+
+    @property
+    def wrote(self) -> bool:
+        return self in (WriteResult.UPDATED, WriteResult.CREATED)
+
+    @property
+    def failed(self) -> bool:
+        """The queue may not hold what the plan wants: raising others now could overcommit."""
+        return self in (WriteResult.CONFLICT, WriteResult.ERROR, WriteResult.NOT_LEADER)
+
+
+WRITE_RESULTS = tuple(result.value for result in WriteResult)
 EVENT_NAMESPACE = "default"  # where Events about cluster-scoped objects go
 COMPONENT = "quotaguard-controller"
 
@@ -44,7 +68,7 @@ class QueueApi:
 @dataclass(frozen=True)
 class WriteOutcome:
     queue: str
-    result: str  # one of WRITE_RESULTS
+    result: WriteResult
     changes: tuple[str, ...] = ()
     written: JsonObject | None = None
     detail: str | None = None
@@ -116,20 +140,20 @@ class QueueWriter:
             while attempt < self.max_attempts:
                 attempt += 1
                 if not self.may_write():
-                    return WriteOutcome(name, "not_leader", attempts=attempt)
+                    return WriteOutcome(name, WriteResult.NOT_LEADER, attempts=attempt)
                 current = self.get(name)
                 if current is None:
                     if template is None:
-                        return WriteOutcome(name, "missing", attempts=attempt)
+                        return WriteOutcome(name, WriteResult.MISSING, attempts=attempt)
                     return self._create(name, rules, template, attempt)
                 spec = current.get("spec") or {}
                 desired = rules.build(spec)
                 if rules.same(spec, desired):
-                    return WriteOutcome(name, "unchanged", attempts=attempt)
+                    return WriteOutcome(name, WriteResult.UNCHANGED, attempts=attempt)
                 body = {**current, "spec": desired}
                 body.pop("status", None)
                 if not self.may_write():
-                    return WriteOutcome(name, "not_leader", attempts=attempt)
+                    return WriteOutcome(name, WriteResult.NOT_LEADER, attempts=attempt)
                 try:
                     response = self._call(self.custom_api.replace_cluster_custom_object, name, body)
                 except Exception as exc:
@@ -138,16 +162,18 @@ class QueueWriter:
                         continue
                     raise
                 changes = tuple(rules.describe(spec, desired))
-                return WriteOutcome(name, "updated", changes, _json(response), attempts=attempt)
+                return WriteOutcome(
+                    name, WriteResult.UPDATED, changes, _json(response), attempts=attempt
+                )
             return WriteOutcome(
                 name,
-                "conflict",
+                WriteResult.CONFLICT,
                 attempts=attempt,
                 detail=f"still conflicting after {attempt} attempts",
             )
         except Exception as exc:
             return WriteOutcome(
-                name, "error", detail=f"{type(exc).__name__}: {exc}", attempts=attempt
+                name, WriteResult.ERROR, detail=f"{type(exc).__name__}: {exc}", attempts=attempt
             )
 
     def _create(
@@ -165,10 +191,12 @@ class QueueWriter:
             response = self._call(self.custom_api.create_cluster_custom_object, body)
         except Exception as exc:
             if status_code(exc) == 409:
-                return WriteOutcome(name, "conflict", attempts=attempt, detail="created meanwhile")
+                return WriteOutcome(
+                    name, WriteResult.CONFLICT, attempts=attempt, detail="created meanwhile"
+                )
             raise
         changes = tuple(rules.describe({}, desired))
-        return WriteOutcome(name, "created", changes, _json(response), attempts=attempt)
+        return WriteOutcome(name, WriteResult.CREATED, changes, _json(response), attempts=attempt)
 
 
 def event_body(

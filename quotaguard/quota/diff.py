@@ -139,6 +139,40 @@ def room_first(
     return first, second
 
 
+@dataclass(frozen=True, slots=True)
+class QueueWrite:
+    """One queue write the plan calls for: the quotas to write and the change it carries out."""
+
+    tenant: TenantPlan
+    quotas: Mapping[str, ResourceQuota]
+    change: QueueChange  # without the raises a held-back write leaves for the second pass
+
+    @property
+    def queue(self) -> str:
+        return self.change.queue
+
+
+def writes_for(
+    plan: Plan, current: Mapping[str, QueueState]
+) -> tuple[tuple[QueueWrite, ...], tuple[QueueWrite, ...]]:
+    """Every queue write that brings the queues from `current` to `plan`, in the two passes of
+    `room_first`: cuts (and the held-back part of changes that also raise) first, then the
+    raises in full, to be written only when the whole first pass was."""
+    first, second = room_first(diff(current, plan))
+
+    def write(change: QueueChange, hold: bool) -> QueueWrite | None:
+        tenant = plan.tenant(change.tenant)
+        if tenant is None:
+            return None
+        if hold:
+            return QueueWrite(tenant, held_quotas(plan, tenant, change), held_back(change))
+        return QueueWrite(tenant, target_quotas(plan, tenant), change)
+
+    cuts = tuple(found for change, hold in first if (found := write(change, hold)) is not None)
+    raises = tuple(found for change in second if (found := write(change, False)) is not None)
+    return cuts, raises
+
+
 def volcano_weight(weight: float) -> int:
     """Volcano queue weights are whole numbers of at least 1."""
     return max(1, round(weight))
