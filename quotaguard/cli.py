@@ -8,17 +8,32 @@ pay for the Kubernetes client.
 from __future__ import annotations
 
 import argparse
+import difflib
 import importlib
 import sys
 from collections.abc import Sequence
+from typing import NoReturn
 
 from quotaguard import __version__
 
 VERBS = ("validate", "review", "test", "plan", "serve", "simulate", "certs")
 
 
+class UsageError(Exception):
+    def __init__(self, parser: argparse.ArgumentParser, message: str) -> None:
+        super().__init__(message)
+        self.parser = parser
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse that lets `main` word its errors (a misspelt flag first, with a suggestion)."""
+
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(self, message)
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="quotaguard",
         description="GPU queue-and-quota policy for Kubernetes (Kueue and Volcano).",
     )
@@ -29,8 +44,72 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _subparser(parser: argparse.ArgumentParser, verb: str) -> argparse.ArgumentParser | None:
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            found: argparse.ArgumentParser | None = action.choices.get(verb)
+            return found
+    return None
+
+
+def _unknown_flags(
+    parser: argparse.ArgumentParser, verb: str | None, words: Sequence[str]
+) -> list[str]:
+    where = (_subparser(parser, verb) if verb else None) or parser
+    known = {o for a in where._actions for o in a.option_strings}
+    flags = [w.split("=", 1)[0] for w in words if w.startswith("-") and w != "-"]
+    return [f for f in flags if f not in known and not any(k.startswith(f) for k in known)]
+
+
+def unknown_flag_message(
+    parser: argparse.ArgumentParser, verb: str | None, extra: Sequence[str]
+) -> str:
+    """`quotaguard VERB: unknown flag --polcy (did you mean --policy?)`, as kubectl says it."""
+    where = _subparser(parser, verb) if verb else None
+    known = [o for a in (where or parser)._actions for o in a.option_strings]
+    flag = next((e for e in extra if e.startswith("-")), extra[0])
+    name = flag.split("=", 1)[0]
+    prog = f"quotaguard {verb}" if verb else "quotaguard"
+    if not name.startswith("-"):
+        return f"{prog}: unexpected argument {name!r} (see `{prog} --help`)"
+    close = difflib.get_close_matches(name, known, n=1, cutoff=0.6)
+    hint = f" (did you mean {close[0]}?)" if close else f" (see `{prog} --help`)"
+    return f"{prog}: unknown flag {name}{hint}"
+
+
+def unknown_verb_message(word: str) -> str | None:
+    if word.startswith("-") or word in VERBS:
+        return None
+    close = difflib.get_close_matches(word, VERBS, n=1, cutoff=0.5)
+    hint = f"; did you mean {close[0]}?" if close else ""
+    return f"quotaguard: unknown verb {word!r}{hint} (verbs: {', '.join(VERBS)})"
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    words = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser()
+    if not words:
+        parser.print_help()
+        return 0
+    message = unknown_verb_message(words[0])
+    if message is not None:
+        print(message, file=sys.stderr)
+        return 2
+    verb = words[0] if words[0] in VERBS else None
+    try:
+        args, extra = parser.parse_known_args(words)
+    except UsageError as exc:
+        # A misspelt flag explains a missing required one better than argparse does.
+        unknown = _unknown_flags(parser, verb, words[1:])
+        if unknown:
+            print(unknown_flag_message(parser, verb, unknown), file=sys.stderr)
+        else:
+            exc.parser.print_usage(sys.stderr)
+            print(f"{exc.parser.prog}: error: {exc}", file=sys.stderr)
+        return 2
+    if extra:
+        print(unknown_flag_message(parser, verb, extra), file=sys.stderr)
+        return 2
     try:
         code: int = args.run(args)
     except KeyboardInterrupt:

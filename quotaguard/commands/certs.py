@@ -603,6 +603,11 @@ def run(args: argparse.Namespace) -> int:
     except CertsError as exc:
         print(f"quotaguard certs: {exc}", file=sys.stderr)
         return 1
-    except (CertificateInputError, OSError) as exc:
+    except OSError as exc:
+        from quotaguard.kube.documents import read_error
+
+        print(f"quotaguard certs: {exc.filename}: {read_error(exc)}", file=sys.stderr)
+        return 2
+    except CertificateInputError as exc:
         print(f"quotaguard certs: {exc}", file=sys.stderr)
         return 2

@@ -30,16 +30,21 @@ def register(verbs: Any) -> None:
         "or a live cluster, next to what the queues hold now. Exit 1 when a class's "
         "guarantees exceed its capacity (they are scaled down and reported).",
     )
-    parser.add_argument("--policy", required=True, metavar="P", help="tenant policy file")
-    source = parser.add_mutually_exclusive_group(required=True)
+    parser.add_argument("-p", "--policy", required=True, metavar="P", help="tenant policy file")
+    source = parser.add_mutually_exclusive_group()
     source.add_argument(
         "--snapshot",
         metavar="FILE",
         help="JSON of `kubectl get nodes,pods,clusterqueues,workloads -A -o json`",
     )
-    source.add_argument("--kubeconfig", metavar="K", help="read the cluster with this kubeconfig")
+    source.add_argument(
+        "--kubeconfig",
+        metavar="K",
+        help="read the cluster with this kubeconfig; without --snapshot or --kubeconfig the "
+        "cluster is found as kubectl finds it ($KUBECONFIG, ~/.kube/config, in-cluster)",
+    )
     parser.add_argument("--context", help="kubeconfig context (default: the current one)")
-    parser.add_argument("--output", choices=("table", "json", "csv"), default="table")
+    parser.add_argument("-o", "--output", choices=("table", "json", "csv"), default="table")
     telemetry = parser.add_mutually_exclusive_group()
     telemetry.add_argument(
         "--gpu-metrics",
@@ -174,7 +179,7 @@ def run(args: argparse.Namespace) -> int:
     policy = read_policy(args.policy)
     if isinstance(policy, int):
         return policy
-    source = args.snapshot or args.kubeconfig
+    source = args.snapshot or args.kubeconfig or "the cluster"
     try:
         if args.snapshot:
             snapshot = load_snapshot(args.snapshot, gpu_resources=policy.gpu_resources)

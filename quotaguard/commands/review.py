@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from quotaguard.commands.common import read_policy
@@ -24,19 +24,26 @@ def register(verbs: Any) -> None:
         "review",
         help="run admission offline on an AdmissionReview or a manifest",
         description="Run mutation and validation offline and print the AdmissionReview "
-        "response (or, with --patched, the object after mutation). Exit 1 when denied.",
+        "response (or, with --patched, the object after mutation). On a terminal the "
+        "default is a readable summary; piped or redirected, the AdmissionReview JSON. "
+        "Exit 1 when denied.",
     )
-    parser.add_argument("--policy", "-p", required=True, metavar="P", help="tenant policy file")
+    parser.add_argument("-p", "--policy", required=True, metavar="P", help="tenant policy file")
     parser.add_argument(
         "input", nargs="?", default="-", metavar="INPUT", help="file to review, or - for stdin"
     )
     parser.add_argument(
-        "--namespace", "-n", help="namespace of a bare manifest (default: metadata.namespace)"
+        "-n", "--namespace", help="namespace of a bare manifest (default: metadata.namespace)"
     )
     parser.add_argument(
         "--patched", action="store_true", help="print the object after mutation instead"
     )
-    parser.add_argument("--output", "-o", choices=("json", "yaml"), default="json")
+    parser.add_argument(
+        "-o",
+        "--output",
+        choices=("summary", "json", "yaml"),
+        help="summary, json or yaml (default: summary on a terminal, else json)",
+    )
     parser.set_defaults(run=run)
 
 
@@ -52,7 +59,9 @@ def run(args: argparse.Namespace) -> int:
     except InputError as exc:
         print(exc, file=sys.stderr)
         return 2
+    output = args.output or ("summary" if sys.stdout.isatty() and not args.patched else "json")
     outputs: list[Any] = []
+    summaries: list[str] = []
     denied = False
     for what, body in reviews:
         try:
@@ -64,14 +73,25 @@ def run(args: argparse.Namespace) -> int:
         if not answer["allowed"]:
             denied = True
             message = answer.get("status", {}).get("message", "denied")
-            print(f"{name}: {what}: denied: {message}", file=sys.stderr)
+            if output != "summary":  # the summary says it on stdout
+                print(f"{name}: {what}: denied: {message}", file=sys.stderr)
         outputs.append(patched if args.patched else response)
-    _print(outputs, args.output)
+        summaries.append(summarize(what, body, response))
+    if output == "summary":
+        print("\n\n".join(summaries))
+    else:
+        _print(outputs, output)
     return 1 if denied else 0
 
 
 def _read(path: str, name: str) -> list[object]:
-    from quotaguard.kube.documents import MANIFEST, DocumentError, load_json_or_yaml, read_text
+    from quotaguard.kube.documents import (
+        MANIFEST,
+        DocumentError,
+        load_json_or_yaml,
+        read_error,
+        read_text,
+    )
 
     try:
         if path == "-":
@@ -82,7 +102,7 @@ def _read(path: str, name: str) -> list[object]:
     except DocumentError as exc:
         raise InputError(str(exc)) from exc
     except (OSError, UnicodeDecodeError) as exc:
-        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
+        reason = read_error(exc)
         raise InputError(f"{name}: cannot read: {reason}") from exc
 
 
@@ -133,3 +153,64 @@ def _print(outputs: list[Any], output: str) -> None:
         print(yaml.safe_dump_all(outputs, sort_keys=False), end="")
         return
     print(json.dumps(outputs[0] if len(outputs) == 1 else outputs, indent=2))
+
+
+def summarize(what: str, review: Any, response: Mapping[str, Any]) -> str:
+    """What admission did to one object, for a person: the verdict, the tenant, each change
+    and warning, and why it was denied."""
+    answer = response.get("response") or {}
+    audit = answer.get("auditAnnotations") or {}
+    changes = [
+        (label, change)
+        for key, label in (("rewritten", "rewrote"), ("restored", "restored"))
+        for change in audit.get(key, "").split("; ")
+        if change
+    ]
+    return "\n".join(
+        [
+            _headline(what, review, answer),
+            *(f"  {label}: {change}" for label, change in changes),
+            *_patch_line(answer),
+            *_warning_lines(answer.get("warnings") or (), [c for _, c in changes]),
+            *_denial_lines(answer),
+        ]
+    )
+
+
+def _headline(what: str, review: Any, answer: Mapping[str, Any]) -> str:
+    request = review.get("request") if isinstance(review, Mapping) else None
+    namespace = request.get("namespace") if isinstance(request, Mapping) else None
+    tenant = (answer.get("auditAnnotations") or {}).get("tenant")
+    verdict = (
+        "denied" if not answer.get("allowed") else "changed" if answer.get("patch") else "allowed"
+    )
+    where = f" in {namespace}" if namespace else ""
+    return f"{what}{where}: {verdict} ({f'tenant {tenant}' if tenant else 'no tenant'})"
+
+
+def _patch_line(answer: Mapping[str, Any]) -> list[str]:
+    import base64
+
+    if not answer.get("patch"):
+        return []
+    count = len(json.loads(base64.b64decode(answer["patch"])))
+    return [f"  patch: {count} JSON patch operation{'s' if count != 1 else ''}"]
+
+
+def _warning_lines(warnings: Sequence[str], changes: Sequence[str]) -> list[str]:
+    """A rewrite's warning repeats the change with its reason: only the reason is shown."""
+    lines = []
+    for warning in warnings:
+        change = next((c for c in changes if warning.startswith(f"{c} (")), None)
+        lines.append(
+            f"  because: {warning[len(change) + 2 : -1]}" if change else f"  warning: {warning}"
+        )
+    return lines
+
+
+def _denial_lines(answer: Mapping[str, Any]) -> list[str]:
+    if answer.get("allowed"):
+        return []
+    lines = [f"  why: {answer.get('status', {}).get('message', 'denied')}"]
+    rules = (answer.get("auditAnnotations") or {}).get("denied")
+    return lines + ([f"  rules: {rules.replace(',', ', ')}"] if rules else [])

@@ -11,6 +11,8 @@ import argparse
 import sys
 from typing import Any
 
+from quotaguard.commands.common import HelpWithDefaults
+
 DEFAULT_COMPONENTS = "webhook,controller,reports"
 LOG_LEVELS = ("debug", "info", "warning", "error")
 
@@ -20,20 +22,27 @@ def register(verbs: Any) -> None:
         "serve",
         help="run the admission webhook (HTTPS), the quota controller and the reports server",
         description="Run the webhook, the controller and the reports server in one process.",
+        formatter_class=HelpWithDefaults,
     )
-    parser.add_argument("--policy", required=True, metavar="FILE", help="TenantPolicy file")
+    parser.add_argument("-p", "--policy", required=True, metavar="FILE", help="TenantPolicy file")
     parser.add_argument(
         "--components",
         default=DEFAULT_COMPONENTS,
         metavar="LIST",
-        help=f"comma-separated components to run (default {DEFAULT_COMPONENTS})",
+        help="comma-separated components to run",
     )
     parser.add_argument(
         "--bind-address", default=None, metavar="ADDR", help="listen address (default: all)"
     )
-    parser.add_argument("--webhook-port", type=int, default=8443, metavar="PORT")
-    parser.add_argument("--tls-cert-file", metavar="FILE", help="PEM serving certificate")
-    parser.add_argument("--tls-key-file", metavar="FILE", help="PEM private key")
+    parser.add_argument(
+        "--webhook-port", type=int, default=8443, metavar="PORT", help="HTTPS for the API server"
+    )
+    parser.add_argument(
+        "--tls-cert-file", metavar="FILE", help="PEM serving certificate (webhook component)"
+    )
+    parser.add_argument(
+        "--tls-key-file", metavar="FILE", help="PEM private key (webhook component)"
+    )
     parser.add_argument(
         "--http-port",
         type=int,
@@ -42,16 +51,32 @@ def register(verbs: Any) -> None:
         help="plain HTTP for /metrics, /healthz, /readyz and /reports",
     )
     parser.add_argument(
-        "--kubeconfig", metavar="FILE", help="kubeconfig (default: in-cluster config)"
+        "--kubeconfig",
+        metavar="FILE",
+        help="kubeconfig; without it, as kubectl: $KUBECONFIG, ~/.kube/config, in-cluster",
     )
     parser.add_argument(
         "--mode",
         choices=("apply", "recommend", "off"),
-        help="quota controller mode (overrides the policy's spec.rebalance.mode)",
+        help="quota controller mode (default: the policy's spec.rebalance.mode)",
     )
-    parser.add_argument("--log-level", choices=LOG_LEVELS, default="info")
-    parser.add_argument("--policy-poll-interval", type=_positive, default=2.0, metavar="SECONDS")
-    parser.add_argument("--tls-poll-interval", type=_positive, default=5.0, metavar="SECONDS")
+    parser.add_argument(
+        "--log-level", choices=LOG_LEVELS, default="info", help="JSON log lines at this level"
+    )
+    parser.add_argument(
+        "--policy-poll-interval",
+        type=_positive,
+        default=2.0,
+        metavar="SECONDS",
+        help="how often the policy file is checked for changes",
+    )
+    parser.add_argument(
+        "--tls-poll-interval",
+        type=_positive,
+        default=5.0,
+        metavar="SECONDS",
+        help="how often the certificate files are checked for changes",
+    )
     parser.add_argument(
         "--shutdown-timeout",
         type=_positive,

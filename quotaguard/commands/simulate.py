@@ -21,9 +21,9 @@ def register(verbs: Any) -> None:
         "against a simulated cluster; report utilisation, waiting time and fairness of "
         "static quotas and of dynamic ones side by side.",
     )
-    parser.add_argument("--policy", required=True, metavar="P", help="tenant policy file")
+    parser.add_argument("-p", "--policy", required=True, metavar="P", help="tenant policy file")
     parser.add_argument("--trace", required=True, metavar="T", help="trace (YAML or JSON)")
-    parser.add_argument("--output", choices=("text", "json"), default="text")
+    parser.add_argument("-o", "--output", choices=("text", "json"), default="text")
     parser.add_argument("--html", metavar="FILE", help="also write a report with charts")
     parser.add_argument(
         "--static",

@@ -3,9 +3,17 @@
 from __future__ import annotations
 
 import argparse
+import json
 import sys
+import time
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+from quotaguard.kube.documents import read_error
+
+if TYPE_CHECKING:  # the suites module (pydantic, admission) loads only when tests run
+    from quotaguard.admission.suites import LoadedSuite
 
 
 def register(verbs: Any) -> None:
@@ -17,13 +25,20 @@ def register(verbs: Any) -> None:
     )
     parser.add_argument("paths", nargs="+", metavar="PATH", help="suite file or directory")
     parser.add_argument(
-        "--quiet", "-q", action="store_true", help="print failing cases and the summary only"
+        "-q", "--quiet", action="store_true", help="print failing cases and the summary only"
+    )
+    parser.add_argument(
+        "-o",
+        "--output",
+        choices=("text", "json", "junit"),
+        default="text",
+        help="text, json, or junit XML for CI test reports",
     )
     parser.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    from quotaguard.admission.suites import LoadedSuite, SuiteInvalid, load_suites, run_case
+    from quotaguard.admission.suites import SuiteInvalid, load_suites, run_case
     from quotaguard.kube.documents import MANIFEST, DocumentError, read_text
     from quotaguard.policy.loader import load_policy_file, policy_files
     from quotaguard.policy.model import TenantPolicy
@@ -41,7 +56,7 @@ def run(args: argparse.Namespace) -> int:
             print(exc, file=sys.stderr)
             return 2
         except (OSError, UnicodeDecodeError) as exc:
-            print(f"{file}: cannot read: {exc}", file=sys.stderr)
+            print(f"{file}: cannot read: {read_error(exc)}", file=sys.stderr)
             return 2
         except SuiteInvalid as exc:
             print(exc, file=sys.stderr)
@@ -50,30 +65,104 @@ def run(args: argparse.Namespace) -> int:
         print(f"{' '.join(args.paths)}: no PolicyTest suite found", file=sys.stderr)
         return 2
     policies: dict[Path, TenantPolicy] = {}
-    passed = failed = 0
+    runs: list[CaseRun] = []
     for suite in suites:
         path = suite.policy_path.resolve()
         if path not in policies:
             try:
                 policies[path] = load_policy_file(suite.policy_path)
             except OSError as exc:
-                print(f"{suite.file}: policy {suite.suite.policy}: {exc}", file=sys.stderr)
+                reason = read_error(exc)
+                print(f"{suite.file}: policy {suite.suite.policy}: {reason}", file=sys.stderr)
                 return 2
             except PolicyInvalid as exc:
                 print(f"{suite.file}: policy {suite.suite.policy} is invalid:", file=sys.stderr)
                 print(exc, file=sys.stderr)
                 return exc.exit_code
-        print(f"{suite.file}: {suite.suite.metadata.name} (policy {suite.suite.policy})")
         for case in suite.suite.cases:
+            started = time.perf_counter()
             result = run_case(policies[path], suite, case)
-            if result.passed:
-                passed += 1
-                if not args.quiet:
-                    print(f"  PASS  {case.name}")
-                continue
-            failed += 1
-            print(f"  FAIL  {case.name}")
-            for line in result.failures:
-                print(f"          {line}")
-    print(f"{passed} passed, {failed} failed")
-    return 1 if failed else 0
+            runs.append(CaseRun(suite, case.name, result.failures, time.perf_counter() - started))
+    render = {"json": as_json, "junit": as_junit}.get(args.output)
+    print(render(runs) if render else as_text(runs, quiet=args.quiet))
+    return 1 if any(run.failures for run in runs) else 0
+
+
+@dataclass(frozen=True)
+class CaseRun:
+    suite: LoadedSuite
+    name: str
+    failures: list[str]
+    seconds: float
+
+
+def as_text(runs: list[CaseRun], *, quiet: bool) -> str:
+    lines: list[str] = []
+    current: LoadedSuite | None = None
+    for run in runs:
+        if run.suite is not current:
+            current = run.suite
+            suite = run.suite.suite
+            lines.append(f"{run.suite.file}: {suite.metadata.name} (policy {suite.policy})")
+        if run.failures:
+            lines.append(f"  FAIL  {run.name}")
+            lines += [f"          {line}" for line in run.failures]
+        elif not quiet:
+            lines.append(f"  PASS  {run.name}")
+    failed = sum(1 for run in runs if run.failures)
+    lines.append(f"{len(runs) - failed} passed, {failed} failed")
+    return "\n".join(lines)
+
+
+def as_json(runs: list[CaseRun]) -> str:
+    failed = sum(1 for run in runs if run.failures)
+    document = {
+        "passed": len(runs) - failed,
+        "failed": failed,
+        "cases": [
+            {
+                "file": run.suite.file,
+                "suite": run.suite.suite.metadata.name,
+                "policy": run.suite.suite.policy,
+                "name": run.name,
+                "passed": not run.failures,
+                "failures": run.failures,
+            }
+            for run in runs
+        ],
+    }
+    return json.dumps(document, indent=2)
+
+
+def as_junit(runs: list[CaseRun]) -> str:
+    """JUnit XML as CI systems read it: a testsuite per PolicyTest suite, a testcase per case,
+    a <failure> with every unmet expectation."""
+    from xml.etree import ElementTree
+
+    root = ElementTree.Element("testsuites", name="quotaguard test")
+    suites: dict[int, ElementTree.Element] = {}
+    for run in runs:
+        element = suites.get(id(run.suite))
+        if element is None:
+            name = f"{run.suite.file}: {run.suite.suite.metadata.name}"
+            element = suites[id(run.suite)] = ElementTree.SubElement(root, "testsuite", name=name)
+        case = ElementTree.SubElement(
+            element,
+            "testcase",
+            name=run.name,
+            classname=run.suite.suite.metadata.name,
+            time=f"{run.seconds:.6f}",
+        )
+        if run.failures:
+            failure = ElementTree.SubElement(case, "failure", message=run.failures[0])
+            failure.text = "\n".join(run.failures)
+    for element in [root, *suites.values()]:
+        cases = element.iter("testcase")
+        total = failed = 0
+        for case in cases:
+            total += 1
+            failed += case.find("failure") is not None
+        element.set("tests", str(total))
+        element.set("failures", str(failed))
+    ElementTree.indent(root)
+    return '<?xml version="1.0" encoding="UTF-8"?>\n' + ElementTree.tostring(root, "unicode")

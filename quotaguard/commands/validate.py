@@ -7,6 +7,7 @@ import json
 import sys
 from typing import Any
 
+from quotaguard.kube.documents import read_error
 from quotaguard.policy.loader import PolicyDocument, load_policy_documents, policy_files
 from quotaguard.policy.problems import format_path
 
@@ -22,7 +23,7 @@ def register(verbs: Any) -> None:
     parser.add_argument(
         "--strict", action="store_true", help="treat warnings as errors (exit 1 on any)"
     )
-    parser.add_argument("--output", choices=("text", "json"), default="text")
+    parser.add_argument("-o", "--output", choices=("text", "json"), default="text")
     parser.set_defaults(run=run)
 
 
@@ -32,7 +33,7 @@ def run(args: argparse.Namespace) -> int:
         try:
             text = open(file, encoding="utf-8").read()  # noqa: SIM115 - one-shot read
         except (OSError, UnicodeDecodeError) as exc:
-            print(f"{file}: cannot read: {exc}", file=sys.stderr)
+            print(f"{file}: cannot read: {read_error(exc)}", file=sys.stderr)
             return 2
         documents.extend(load_policy_documents(text, file, require_policy=explicit))
     if not documents:

@@ -1,8 +1,52 @@
-"""The one way quotaguard connects to an API server: a kubeconfig file, or in-cluster."""
+"""The one way quotaguard connects to an API server: kubeconfig files or in-cluster, found in
+kubectl's order."""
 
 from __future__ import annotations
 
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
+
+
+class NoClusterConfig(Exception):
+    """Nothing says which cluster to talk to; the message lists where quotaguard looked."""
+
+
+@dataclass(frozen=True)
+class ConfigSource:
+    """Where the cluster configuration comes from: kubeconfig files (merged in order, as
+    kubectl merges the paths of KUBECONFIG) or the pod's service account."""
+
+    files: tuple[str, ...] = ()
+    in_cluster: bool = False
+
+
+def config_source(
+    flag: str | None,
+    environ: Mapping[str, str],
+    *,
+    exists: Callable[[str], bool] = os.path.exists,
+    home: str | None = None,
+) -> ConfigSource:
+    """kubectl's order: --kubeconfig, then the paths in $KUBECONFIG, then ~/.kube/config, then
+    in-cluster (a pod's service account, when KUBERNETES_SERVICE_HOST is set)."""
+    if flag:
+        return ConfigSource(files=(flag,))
+    listed = [p for p in environ.get("KUBECONFIG", "").split(os.pathsep) if p]
+    present = tuple(p for p in listed if exists(p))
+    if present:
+        return ConfigSource(files=present)
+    default = os.path.join(home or os.path.expanduser("~"), ".kube", "config")
+    if not listed and exists(default):
+        return ConfigSource(files=(default,))
+    if environ.get("KUBERNETES_SERVICE_HOST"):
+        return ConfigSource(in_cluster=True)
+    looked = ", ".join(listed) if listed else default
+    raise NoClusterConfig(
+        f"no cluster configuration: no --kubeconfig, {looked} not found, and not running "
+        "in a pod (pass --kubeconfig FILE or set KUBECONFIG)"
+    )
 
 
 def api_client(
@@ -12,22 +56,24 @@ def api_client(
     pool_size: int | None = None,
     retries: int | None = None,
 ) -> Any:
-    """A `kubernetes.client.ApiClient` from `kubeconfig`; without one, the pod's service
-    account when running in a cluster, else the default kubeconfig."""
+    """A `kubernetes.client.ApiClient` for the cluster `config_source` finds (kubectl's order).
+    Raises NoClusterConfig when there is none."""
     from kubernetes import client
     from kubernetes import config as kube_config
 
     config: Any = kube_config  # untyped module
     configuration = client.Configuration()
-    if kubeconfig:
-        config.load_kube_config(
-            config_file=kubeconfig, context=context, client_configuration=configuration
-        )
+    source = config_source(kubeconfig, os.environ)
+    if source.in_cluster:
+        config.load_incluster_config(client_configuration=configuration)
     else:
-        try:
-            config.load_incluster_config(client_configuration=configuration)
-        except config.ConfigException:
-            config.load_kube_config(context=context, client_configuration=configuration)
+        if not os.path.exists(source.files[0]):
+            raise NoClusterConfig(f"{source.files[0]}: no such file")
+        config.load_kube_config(  # the client merges a PATH-separated list as kubectl does
+            config_file=os.pathsep.join(source.files),
+            context=context,
+            client_configuration=configuration,
+        )
     if pool_size is not None:
         configuration.connection_pool_maxsize = pool_size
     if retries is not None:

@@ -61,6 +61,20 @@ class DocumentError(ValueError):
         super().__init__(f"{source}:{line}:{column}: {message}")
 
 
+def read_error(exc: OSError | UnicodeDecodeError) -> str:
+    """Why a file could not be read, in words and without Python's errno prefix: "no such
+    file", "permission denied", "is a directory", "not UTF-8 text"."""
+    if isinstance(exc, UnicodeDecodeError):
+        return f"not UTF-8 text (byte {exc.start})"
+    reason = exc.strerror or type(exc).__name__
+    return {
+        "No such file or directory": "no such file",
+        "Permission denied": "permission denied",
+        "Is a directory": "is a directory",
+        "Not a directory": "a part of the path is not a directory",
+    }.get(reason, reason.lower())
+
+
 def read_text(path: str | Path, limits: Limits, source: str | None = None) -> str:
     """A file's UTF-8 text; `DocumentError` past the byte limit (without reading further).
     Raises `OSError` and `UnicodeDecodeError` as `open` and `decode` do."""

@@ -186,9 +186,10 @@ def load_policy_documents(
         return [PolicyDocument(file, None, [problem], unparsable=True)]
     found = []
     for root in roots:
-        if _is_policy(root) or (require_policy and not isinstance(root, Mapping)):
-            found.append(_check_document(root, file))
-            if len(found) > 1:
+        document = _document_of(root, file, require_policy=require_policy)
+        if document is not None:
+            found.append(document)
+            if len(found) > 1 and _is_policy(root):
                 found[-1] = _second_policy(found[-1], root)
     if not found and require_policy:
         problem = LocatedProblem(
@@ -209,6 +210,35 @@ def _second_policy(document: PolicyDocument, root: object) -> PolicyDocument:
         f"a second {KIND} in this file; quotaguard reads exactly one policy per file",
     )
     return PolicyDocument(document.file, None, [*document.problems, problem])
+
+
+# quotaguard.dev kinds that are not policies: the test suites of `quotaguard test`.
+OTHER_KINDS = ("PolicyTest",)
+
+
+def _document_of(root: object, file: str, *, require_policy: bool) -> PolicyDocument | None:
+    """The policy document `root` is, a misspelt one, or None for a document of another kind."""
+    misspelt = _misspelt_kind(root)
+    if misspelt is not None:
+        return PolicyDocument(file, None, [_place(file, root, misspelt)])
+    if _is_policy(root) or (require_policy and not isinstance(root, Mapping)):
+        return _check_document(root, file)
+    return None
+
+
+def _misspelt_kind(root: object) -> Problem | None:
+    """A document that was surely meant as a TenantPolicy (its kind a near miss, or another
+    kind under quotaguard's apiVersion) is an error rather than a document to skip."""
+    if not isinstance(root, Mapping):
+        return None
+    kind, api_version = root.get("kind"), root.get("apiVersion")
+    if not isinstance(kind, str) or kind in (KIND, *OTHER_KINDS):
+        return None
+    near = difflib.SequenceMatcher(None, kind.lower(), KIND.lower()).ratio() >= 0.75
+    ours = isinstance(api_version, str) and api_version.split("/")[0] == API_VERSION.split("/")[0]
+    if not (near or ours):
+        return None
+    return Problem(("kind",), f"unknown kind {kind!r}; did you mean {KIND}?")
 
 
 def _is_policy(root: object) -> bool:

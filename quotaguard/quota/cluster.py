@@ -428,7 +428,13 @@ def load_snapshot(
     """Read a snapshot file; `SnapshotError` (one line naming the file) when unusable, which
     includes a file without Nodes: most likely the wrong file, and a plan or a simulation of no
     capacity would look plausible."""
-    from quotaguard.kube.documents import SNAPSHOT, DocumentError, load_json, read_text
+    from quotaguard.kube.documents import (
+        SNAPSHOT,
+        DocumentError,
+        load_json,
+        read_error,
+        read_text,
+    )
 
     source = str(path)
     try:
@@ -436,7 +442,7 @@ def load_snapshot(
     except DocumentError as exc:
         raise SnapshotError(str(exc)) from exc
     except (OSError, UnicodeDecodeError) as exc:
-        raise SnapshotError(f"{source}: cannot read: {exc}") from exc
+        raise SnapshotError(f"{source}: cannot read: {read_error(exc)}") from exc
     snapshot = parse_snapshot(document, gpu_resources=gpu_resources, source=source)
     if not snapshot.nodes:
         raise SnapshotError(f"{source}: the snapshot holds no Node (expected a kubectl v1 List)")

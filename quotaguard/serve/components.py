@@ -24,6 +24,7 @@ from typing import Any
 
 from aiohttp import web
 
+from quotaguard.kube.documents import read_error
 from quotaguard.policy.model import Mode
 from quotaguard.serve.http import ReadinessCheck, build_http_app
 from quotaguard.serve.policystore import DEFAULT_POLL_INTERVAL, PolicyStore
@@ -135,7 +136,7 @@ async def serve(
     try:
         store.load()
     except OSError as exc:
-        raise StartupError(f"{options.policy}: {exc.strerror or exc}") from exc
+        raise StartupError(f"{options.policy}: {read_error(exc)}") from exc
     stop = stop or asyncio.Event()
     context = ServeContext(options, store)
     stopping = False

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from quotaguard.kube.documents import TRACE as TRACE_LIMITS
-from quotaguard.kube.documents import DocumentError, load_json, load_yaml, read_text
+from quotaguard.kube.documents import DocumentError, load_json, load_yaml, read_error, read_text
 from quotaguard.kube.quantity import QuantityError, parse_duration, parse_quantity
 from quotaguard.policy.problems import Path as FieldPath
 from quotaguard.policy.problems import format_path
@@ -391,5 +391,5 @@ def load_trace(path: str | Path, *, gpu_resources: frozenset[str] = frozenset())
     except DocumentError as exc:
         raise TraceInvalid([str(exc)]) from exc
     except (OSError, UnicodeDecodeError) as exc:
-        raise TraceInvalid([f"{source}: cannot read: {exc}"]) from exc
+        raise TraceInvalid([f"{source}: cannot read: {read_error(exc)}"]) from exc
     return load_trace_text(text, source, gpu_resources=gpu_resources)

@@ -97,9 +97,11 @@ def test_bad_input_exits_2_naming_the_file(
     code = main(["plan", "--policy", str(bad_policy), "--snapshot", str(FIXTURE)])
     assert code == 1  # an invalid policy is the answer "no", as in every verb
     assert str(bad_policy) in capsys.readouterr().err
-    with pytest.raises(SystemExit) as exited:
-        main(["plan", "--policy", POLICY])
-    assert exited.value.code == 2
+    # Without --snapshot or --kubeconfig the cluster is found as kubectl finds it; none here.
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv("KUBECONFIG", str(tmp_path / "absent"))
+        assert main(["plan", "--policy", POLICY]) == 2
+    assert "no cluster configuration" in capsys.readouterr().err
 
 
 def test_unreachable_cluster_exits_2(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
