@@ -36,6 +36,7 @@ from quotaguard.admission.workload import (
     owned_by_workload,
     template_views,
 )
+from quotaguard.kube.kinds import kind_of
 from quotaguard.kube.podspec import PLAIN_GPU, workload_kind
 from quotaguard.kube.quantity import QuantityError, format_bytes, parse_quantity
 from quotaguard.policy.model import BEST_FIT, GpuClass, RewriteCondition, Tenant, TenantPolicy
@@ -78,7 +79,7 @@ def mutate(
         return ALLOWED
     views = template_views(obj, policy.gpu_resources)
     # A pod of a Job was made from a template this webhook already rewrote.
-    if not has_gpus(views) or owned_by_workload(obj):
+    if not has_gpus(views) or owned_by_workload(obj, views):
         return ALLOWED
     state = _Mutation(PatchBuilder(obj), [], [], [])
     single_template = len(views) == 1 and views[0].template.metadata_pointer == "/metadata"
@@ -230,7 +231,10 @@ def _best_fit(policy: TenantPolicy, tenant: Tenant, memory: int | None) -> GpuCl
 def _place(
     tenant: Tenant, view: TemplateView, placement: dict[str, GpuClass], state: _Mutation
 ) -> None:
-    """Merge each class's nodeSelector into the pod's; a contradiction is a denial."""
+    """Merge each class's nodeSelector into the pod's; a contradiction is a denial. A template
+    without a nodeSelector of its own (a TrainJob's) is placed by Kueue's flavor instead."""
+    if not view.template.placeable:
+        return
     current = view.node_selector
     wanted: dict[str, tuple[str, GpuClass]] = {}
     for gpu_class in {c.name: c for c in placement.values()}.values():
@@ -276,8 +280,10 @@ def _queue(
     metadata = as_map(obj.get("metadata"))
     patch = state.patch
     if policy.spec.backend == "kueue":
-        if not as_map(metadata.get("labels")).get(KUEUE_QUEUE_LABEL):
-            patch.set("/metadata/labels", KUEUE_QUEUE_LABEL, tenant.local_queue)
+        kind = kind_of(obj)
+        for pointer, where in kind.queue_label_metadata(obj) if kind else ():
+            if not as_map(where.get("labels")).get(KUEUE_QUEUE_LABEL):
+                patch.set(f"{pointer}/labels", KUEUE_QUEUE_LABEL, tenant.local_queue)
         return
     if not as_map(metadata.get("annotations")).get(VOLCANO_QUEUE_ANNOTATION):
         patch.set("/metadata/annotations", VOLCANO_QUEUE_ANNOTATION, tenant.queue)
@@ -286,6 +292,8 @@ def _queue(
         annotations = as_map(view.template.metadata.get("annotations"))
         if pointer != "/metadata" and not annotations.get(VOLCANO_QUEUE_ANNOTATION):
             patch.set(f"{pointer}/annotations", VOLCANO_QUEUE_ANNOTATION, tenant.queue)
+        if not view.template.placeable:
+            continue
         if view.spec.get("schedulerName") in (None, "", DEFAULT_SCHEDULER):
             patch.set(view.template.spec_pointer, "schedulerName", VOLCANO_SCHEDULER)
     if workload_kind(obj) == "VolcanoJob":

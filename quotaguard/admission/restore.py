@@ -43,6 +43,7 @@ from quotaguard.admission.workload import (
     owned_by_workload,
     template_views,
 )
+from quotaguard.kube.kinds import kind_of
 from quotaguard.kube.podspec import PLAIN_GPU, workload_kind
 from quotaguard.policy.model import Tenant, TenantPolicy
 
@@ -66,7 +67,7 @@ def restore(
         return ALLOWED
     views = template_views(obj, policy.gpu_resources)
     # A pod of a Job keeps what its template had; its spec cannot change anyway.
-    if not has_gpus(views) or owned_by_workload(obj):
+    if not has_gpus(views) or owned_by_workload(obj, views):
         return ALLOWED
     old_views: dict[str, TemplateView] = {}
     if old_object is not None:
@@ -128,6 +129,8 @@ def _restore_placement(
 ) -> None:
     """The nodeSelector keys of the old template's classes that the update dropped (a custom
     resource's template replaced by the manifest's); a key the update sets is left as it is."""
+    if not view.template.placeable:
+        return
     old_selector = old_view.node_selector
     selector = view.node_selector
     for container in old_view.gpu_containers:
@@ -150,7 +153,8 @@ def _restore_template_stamps(
             _STAMPED_ANNOTATIONS,
             patch,
         )
-    _restore_scheduler(template.spec_pointer, view.spec, old_view.spec, patch)
+    if template.placeable:
+        _restore_scheduler(template.spec_pointer, view.spec, old_view.spec, patch)
 
 
 def _restore_object_stamps(
@@ -158,12 +162,22 @@ def _restore_object_stamps(
 ) -> None:
     metadata = as_map(obj.get("metadata"))
     old_metadata = as_map(old_object.get("metadata"))
-    for field, keys in (("labels", _OBJECT_LABELS), ("annotations", _STAMPED_ANNOTATIONS)):
+    _restore_keys(
+        "/metadata/annotations",
+        as_map(metadata.get("annotations")),
+        as_map(old_metadata.get("annotations")),
+        _STAMPED_ANNOTATIONS,
+        patch,
+    )
+    kind = kind_of(obj)
+    places = kind.queue_label_metadata(obj) if kind else []
+    old_places = dict(kind.queue_label_metadata(old_object)) if kind else {}
+    for pointer, where in places:
         _restore_keys(
-            f"/metadata/{field}",
-            as_map(metadata.get(field)),
-            as_map(old_metadata.get(field)),
-            keys,
+            f"{pointer}/labels",
+            as_map(where.get("labels")),
+            as_map(old_places.get(pointer, {}).get("labels")),
+            _OBJECT_LABELS,
             patch,
         )
     if workload_kind(obj) == "VolcanoJob":

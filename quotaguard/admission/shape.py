@@ -19,12 +19,12 @@ every request, so no path is built unless a field is wrong.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from types import MappingProxyType
 from typing import Any, NoReturn
 
 from quotaguard.admission.reviews import BadReview
-from quotaguard.kube.podspec import workload_kind
+from quotaguard.kube.kinds import Step, kind_of, parse_path
 
 # A field path as a chain of (parent, part) links, joined only to report an error.
 Where = tuple["Where", str | int] | str
@@ -83,10 +83,10 @@ def wrong(where: Where, expected: str, value: object) -> NoReturn:
 
 
 def check_object(obj: Mapping[str, Any], root: str) -> None:
-    """Raise `ShapeError` for the first field of the skeleton of a Pod, Job, Volcano Job or
-    JobSet whose type the API server could not have decoded (`root` names the object, e.g.
+    """Raise `ShapeError` for the first field of the skeleton of an object of a handled kind
+    whose type the API server could not have decoded (`root` names the object, e.g.
     `request.object`); other kinds pass unread."""
-    kind = workload_kind(obj)
+    kind = kind_of(obj)
     if kind is None:
         return
     metadata = obj.get("metadata")
@@ -97,24 +97,53 @@ def check_object(obj: Mapping[str, Any], root: str) -> None:
         return
     if not isinstance(spec, dict):
         wrong((root, "spec"), "a map", spec)
-    if kind == "Pod":
+    if kind.id == "Pod":
         _pod_spec(spec, root, "spec")
         return
-    spec_where: Where = (root, "spec")
-    if kind == "Job":
-        _pod_template(spec.get("template"), (spec_where, "template"))
-    elif kind == "VolcanoJob":
-        for where, task in _maps(spec.get("tasks"), (spec_where, "tasks")):
-            _name(task, where)
-            _pod_template(task.get("template"), (where, "template"))
+    for place in kind.templates:
+        for where, value in _along(obj, place.steps, root):
+            if place.form == "resources":
+                _map(value, where)
+            else:
+                _pod_template(value, where)
+    for path, steps in zip(kind.queue_labels, kind.queue_label_steps, strict=True):
+        if path == "metadata":
+            continue  # checked above
+        for where, parent in _along(obj, steps[:-1], root):
+            found = _map(parent, where).get("metadata")
+            if found is not None:
+                _metadata(found, where)
+    if kind.components is not None:
+        for where, component in _along(obj, parse_path(kind.components), root):
+            for item_where, item in _maps(component, where):
+                template = _map(item.get("template"), (item_where, "template"))
+                _maps(item.get("podSets"), (item_where, "podSets"))
+                if template:
+                    check_object(template, field_path((item_where, "template")))
+
+
+def _along(node: object, steps: tuple[Step, ...], where: Where) -> Iterator[tuple[Where, object]]:
+    """Every value at `steps` below `node` with its path; a step through a value of the wrong
+    type raises `ShapeError`, null is as if absent."""
+    if not steps:
+        yield where, node
+        return
+    step, rest = steps[0], steps[1:]
+    fields = _map(node, where)
+    value = fields.get(step.field)
+    if value is None:
+        return
+    here: Where = (where, step.field)
+    if step.kind == "field":
+        yield from _along(value, rest, here)
+    elif step.kind == "list":
+        for item_where, item in _maps(value, here):
+            if step.name_field:
+                _name(item, item_where, step.name_field)
+            yield from _along(item, rest, item_where)
     else:
-        for where, replicated in _maps(spec.get("replicatedJobs"), (spec_where, "replicatedJobs")):
-            _name(replicated, where)
-            where = (where, "template")
-            job_template = _map(replicated.get("template"), where)
-            where = (where, "spec")
-            job_spec = _map(job_template.get("spec"), where)
-            _pod_template(job_spec.get("template"), (where, "template"))
+        for key, item in _map(value, here).items():
+            yield from _along(item, rest, (here, f"[{key}]"))
 
 
 def _map(value: object, where: Where) -> Mapping[str, Any]:
@@ -135,10 +164,10 @@ def _maps(value: object, where: Where) -> list[tuple[Where, Mapping[str, Any]]]:
     return [((where, index), _map(item, (where, index))) for index, item in enumerate(value)]
 
 
-def _name(fields: Mapping[str, Any], where: Where) -> None:
-    name = fields.get("name")
+def _name(fields: Mapping[str, Any], where: Where, field: str = "name") -> None:
+    name = fields.get(field)
     if name is not None and not isinstance(name, str):
-        wrong((where, "name"), "a string", name)
+        wrong((where, field), "a string", name)
 
 
 # The checks below run for every request: paths are built only on the way to an error, and

@@ -26,8 +26,8 @@ def swap_resource(container: GpuContainer, count: int, resource: str, patch: Pat
     """`nvidia.com/gpu: count` becomes `resource: count` in limits and requests (an entry of
     `resource` already there is set to `count`); returns the change as provenance records it."""
     amount = str(count)
-    limits = f"{container.pointer}/resources/limits"
-    requests = f"{container.pointer}/resources/requests"
+    limits = f"{container.resources_pointer}/limits"
+    requests = f"{container.resources_pointer}/requests"
     patch.remove(limits, PLAIN_GPU)
     patch.set(limits, resource, amount)
     if PLAIN_GPU in container.requests:

@@ -30,6 +30,7 @@ from quotaguard.admission.workload import (
     has_gpus,
     template_views,
 )
+from quotaguard.kube.kinds import kind_of
 from quotaguard.kube.podspec import PLAIN_GPU, pod_gpus, workload_kind
 from quotaguard.kube.quantity import parse_gpu_count
 from quotaguard.policy.model import Tenant, TenantPolicy
@@ -297,7 +298,9 @@ def _upper_bound(view: TemplateView, worth: Callable[[str], Fraction]) -> Fracti
 def queue_refs(obj: Mapping[str, Any], views: list[TemplateView]) -> list[QueueRef]:
     """Every queue the object names: Kueue labels, Volcano annotations, a Volcano Job's queue."""
     refs: dict[QueueRef, None] = {}
-    metadatas = [as_map(obj.get("metadata"))] + [v.template.metadata for v in views]
+    kind = kind_of(obj)
+    labelled = [where for _, where in kind.queue_label_metadata(obj)] if kind else []
+    metadatas = [as_map(obj.get("metadata")), *labelled, *(v.template.metadata for v in views)]
     for metadata in metadatas:
         label = as_map(metadata.get("labels")).get(KUEUE_QUEUE_LABEL)
         if isinstance(label, str) and label:

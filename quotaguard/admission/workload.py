@@ -12,12 +12,19 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any, NoReturn
 
-from quotaguard.admission.names import REWRITE_HINT
+from quotaguard.admission.names import REWRITE_HINT, TENANT_ANNOTATION
 from quotaguard.admission.shape import check_object, pointer_where, wrong
-from quotaguard.kube.podspec import GPU_PREFIXES, PodTemplate, pod_templates
+from quotaguard.kube.kinds import owned_by_handled_kind
+from quotaguard.kube.podspec import (
+    KNOWN_GPU_RESOURCES,
+    MIG_PREFIX,
+    TRAINER_CONTAINER,
+    PodTemplate,
+    is_gpu_resource,
+    pod_templates,
+)
 
 _EMPTY: Mapping[str, Any] = MappingProxyType({})
-WORKLOAD_OWNERS = frozenset({"Job", "JobSet"})
 _CONTAINER_LISTS = ("initContainers", "containers")
 
 
@@ -35,8 +42,9 @@ def as_map(value: object) -> Mapping[str, Any]:
 class GpuContainer:
     """A container that names at least one GPU resource in its limits or requests."""
 
-    label: str  # "main", or "workers/main" inside a JobSet or Volcano Job
+    label: str  # "main", or "workers/main" inside a template with a name
     pointer: str
+    resources_pointer: str  # `{pointer}/resources`; a TrainJob's `spec/trainer/resourcesPerNode`
     init: bool
     limits: Mapping[str, Any]  # GPU resources only, values as written
     requests: Mapping[str, Any]
@@ -53,7 +61,7 @@ class GpuContainer:
 @dataclass(slots=True)
 class TemplateView:
     template: PodTemplate
-    name: str | None  # the Volcano task or JobSet replicated job the template belongs to
+    name: str | None  # the template's name (task, replicated job, leader, worker group, ...)
     gpu_containers: tuple[GpuContainer, ...]
     hints: Mapping[str, Any]  # annotations of the template, over those of the object
     labels: Mapping[str, Any]
@@ -76,7 +84,7 @@ class TemplateView:
 def template_views(
     obj: Mapping[str, Any], gpu_resources: frozenset[str], root: str = "request.object"
 ) -> list[TemplateView]:
-    """One view per pod template of a Pod, Job, Volcano Job or JobSet (none for other kinds).
+    """One view per pod template of an object of a handled kind (none for other kinds).
 
     A field the API server could not have decoded raises `ShapeError`, naming it under `root`
     (`request.object` or `request.oldObject`)."""
@@ -87,7 +95,7 @@ def template_views(
     object_annotations = as_map(as_map(obj.get("metadata")).get("annotations"))
     views = []
     for template in templates:
-        name = _template_name(obj, template)
+        name = template.name
         annotations = as_map(template.metadata.get("annotations"))
         hints = (
             annotations
@@ -112,6 +120,8 @@ def _gpu_containers(
     # The container lists are walked here rather than with podspec.containers, which skips
     # entries of the wrong type: admission must refuse them (see shape). It also runs for every
     # request, so pointers and labels are built for the GPU containers only.
+    if template.resources_pointer is not None:
+        return _trainer_container(template, template.resources_pointer, gpu_resources, root)
     found = []
     spec = template.spec
     for field in _CONTAINER_LISTS:
@@ -148,12 +158,30 @@ def _gpu_containers(
                 GpuContainer(
                     label=f"{template_name}/{name}" if template_name else name,
                     pointer=f"{template.spec_pointer}/{field}/{index}",
+                    resources_pointer=f"{template.spec_pointer}/{field}/{index}/resources",
                     init=field == "initContainers",
                     limits=limits,
                     requests=requests,
                 )
             )
     return found
+
+
+def _trainer_container(
+    template: PodTemplate, pointer: str, gpu_resources: frozenset[str], root: str
+) -> list[GpuContainer]:
+    """A TrainJob's `resourcesPerNode`: the one container of each trainer node."""
+    resources = template.spec["containers"][0]["resources"]
+    if not isinstance(resources, dict):
+        wrong(pointer_where(root, pointer), "a map", resources)
+    limits = _gpu_entries(resources.get("limits"), gpu_resources)
+    requests = _gpu_entries(resources.get("requests"), gpu_resources)
+    if limits is None or requests is None:
+        section = "limits" if limits is None else "requests"
+        wrong(pointer_where(root, pointer, section), "a map", resources[section])
+    if not limits and not requests:
+        return []
+    return [GpuContainer(TRAINER_CONTAINER, pointer, pointer, False, limits, requests)]
 
 
 def _odd(
@@ -176,39 +204,38 @@ def _gpu_entries(section: object, gpu_resources: frozenset[str]) -> Mapping[str,
     found: dict[str, Any] | None = None
     for name, value in section.items():
         # is_gpu_resource, inlined: this runs for every resource of every container.
-        if name in gpu_resources or (isinstance(name, str) and name.startswith(GPU_PREFIXES)):
+        if (
+            name in gpu_resources
+            or name in KNOWN_GPU_RESOURCES
+            or (
+                isinstance(name, str)
+                and name.startswith(MIG_PREFIX)
+                and is_gpu_resource(name, gpu_resources)
+            )
+        ):
             if found is None:
                 found = {}
             found[name] = value
     return found or _EMPTY
 
 
-def _template_name(obj: Mapping[str, Any], template: PodTemplate) -> str | None:
-    """`tasks[i].name` or `replicatedJobs[i].name` for the templates that have one."""
-    parts = template.spec_pointer.split("/")
-    if len(parts) < 4 or parts[2] not in ("tasks", "replicatedJobs"):
-        return None
-    items = as_map(obj.get("spec")).get(parts[2])
-    index = int(parts[3])
-    item = items[index] if isinstance(items, list) and index < len(items) else None
-    name = as_map(item).get("name")
-    return name if isinstance(name, str) and name else f"{parts[2]}[{index}]"
-
-
 def has_gpus(views: list[TemplateView]) -> bool:
     return any(view.gpu_containers for view in views)
 
 
-def owned_by_workload(obj: Mapping[str, Any]) -> bool:
-    """Made by a Job, JobSet or Volcano Job, whose template admission has already seen."""
-    owners = as_map(obj.get("metadata")).get("ownerReferences")
-    if not isinstance(owners, list):
+def owned_by_workload(obj: Mapping[str, Any], views: list[TemplateView]) -> bool:
+    """Made by an object of a handled kind from a template admission decided there: owned by
+    one (see `quotaguard.kube.kinds.OWNER_KINDS`) and carrying the tenant stamp that mutation
+    writes into every GPU template. Such an object is not decided again (mutation and restore
+    leave it alone; validation still judges it). One made from a template admission never saw
+    (created before quotaguard handled its owner's kind, or while the webhook was not
+    reachable) is decided like any other object.
+
+    The one owner check of admission."""
+    if not owned_by_handled_kind(obj):
         return False
-    for owner in owners:
-        owner = as_map(owner)
-        kind, api_version = owner.get("kind"), owner.get("apiVersion")
-        if isinstance(kind, str) and kind in WORKLOAD_OWNERS and isinstance(api_version, str):
-            group = api_version.rpartition("/")[0]
-            if group in ("batch", "batch.volcano.sh", "jobset.x-k8s.io"):
-                return True
-    return False
+    if as_map(as_map(obj.get("metadata")).get("annotations")).get(TENANT_ANNOTATION):
+        return True
+    return any(
+        as_map(view.template.metadata.get("annotations")).get(TENANT_ANNOTATION) for view in views
+    )

@@ -13,5 +13,6 @@ VOLCANO_VERSION = "v1beta1"
 GPU_RESOURCE = "nvidia.com/gpu"
 SHARED_GPU_RESOURCE = "nvidia.com/gpu.shared"
 MIG_PREFIX = "nvidia.com/mig-"
-# Resource names that count as GPUs even when no class of the policy names them.
+# The prefixes of every GPU resource name, for byte-level pre-filters; which names count as
+# GPUs (by exact name: not HAMi's nvidia.com/gpumem) is kube.podspec.is_gpu_resource.
 GPU_PREFIXES = (GPU_RESOURCE, MIG_PREFIX)

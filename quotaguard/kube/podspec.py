@@ -6,49 +6,52 @@ Works on plain dicts as they arrive in an AdmissionReview or a `kubectl get -o j
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from quotaguard.kube.names import GPU_PREFIXES as GPU_PREFIXES
-from quotaguard.kube.names import GPU_RESOURCE
+from quotaguard.kube.kinds import appwrapper_path, kind_of, parse_path, walk
+from quotaguard.kube.names import GPU_RESOURCE, MIG_PREFIX, SHARED_GPU_RESOURCE
 from quotaguard.kube.quantity import parse_gpu_count
 from quotaguard.kube.values import mapping as _mapping
 
 PLAIN_GPU = GPU_RESOURCE  # the name admission reads it by
+# Resource names that count as GPUs even when no class of the policy names them: matched
+# exactly, so that other nvidia.com/ resources (HAMi's nvidia.com/gpumem, gpucores) never do.
+KNOWN_GPU_RESOURCES = frozenset({GPU_RESOURCE, SHARED_GPU_RESOURCE})
+# nvidia.com/mig-1g.10gb, mig-1g.10gb+me, mig-1c.3g.40gb: a MIG profile as the device plugin
+# names it (the mixed strategy).
+_MIG_RESOURCE = re.compile(r"nvidia\.com/mig-(?:\d+c\.)?\d+g\.\d+gb(?:\+[a-z]+)?")
+TRAINER_CONTAINER = "trainer"
 
 
 @dataclass(frozen=True, slots=True)
 class PodTemplate:
-    """One pod spec inside an object, with JSON Pointers to it and to its metadata."""
+    """One pod spec inside an object, with JSON Pointers to it and to its metadata.
+
+    `name` is what messages call it (`leader`, a task or replicated job, a worker group);
+    None for a kind's only template. A TrainJob's template is its `spec.trainer`: one
+    container, `trainer`, whose resources are at `resources_pointer`; it has no nodeSelector
+    or scheduler of its own (`placeable` is False)."""
 
     spec: Mapping[str, Any]
     metadata: Mapping[str, Any]
     spec_pointer: str
     metadata_pointer: str
+    name: str | None = None
+    resources_pointer: str | None = None
+
+    @property
+    def placeable(self) -> bool:
+        return self.resources_pointer is None
 
 
 def workload_kind(obj: Mapping[str, Any]) -> str | None:
-    """`Pod`, `Job`, `VolcanoJob` or `JobSet` for the objects admission handles, else None."""
-    api_version = obj.get("apiVersion")
-    kind = obj.get("kind")
-    if kind == "Pod" and api_version == "v1":
-        return "Pod"
-    if kind == "Job" and api_version == "batch/v1":
-        return "Job"
-    if (
-        kind == "Job"
-        and isinstance(api_version, str)
-        and api_version.startswith("batch.volcano.sh/")
-    ):
-        return "VolcanoJob"
-    if (
-        kind == "JobSet"
-        and isinstance(api_version, str)
-        and api_version.startswith("jobset.x-k8s.io/")
-    ):
-        return "JobSet"
-    return None
+    """The id of the object's kind (`Pod`, `Job`, `VolcanoJob`, `LeaderWorkerSet`, ...: see
+    `quotaguard.kube.kinds`), None for kinds admission does not handle."""
+    found = kind_of(obj)
+    return found.id if found is not None else None
 
 
 def _sequence(value: object) -> list[Any]:
@@ -56,39 +59,90 @@ def _sequence(value: object) -> list[Any]:
 
 
 def pod_templates(obj: Mapping[str, Any]) -> list[PodTemplate]:
-    """Every pod spec of a Pod, Job, Volcano Job or JobSet (empty for anything else)."""
-    kind = workload_kind(obj)
-    spec = _mapping(obj.get("spec"))
-    if kind == "Pod":
-        return [PodTemplate(spec, _mapping(obj.get("metadata")), "/spec", "/metadata")]
-    if kind == "Job":
-        template = _mapping(spec.get("template"))
-        return [_template(template, "/spec/template")]
-    if kind == "VolcanoJob":
+    """Every pod spec of an object of a handled kind (empty for anything else)."""
+    kind = kind_of(obj)
+    if kind is None:
+        return []
+    if kind.id == "Pod":  # the common case, without the walk
         return [
-            _template(_mapping(task.get("template")), f"/spec/tasks/{index}/template")
-            for index, task in enumerate(_sequence(spec.get("tasks")))
-            if isinstance(task, Mapping)
-        ]
-    if kind == "JobSet":
-        found = []
-        for index, replicated in enumerate(_sequence(spec.get("replicatedJobs"))):
-            job_template = _mapping(_mapping(replicated).get("template"))
-            pod_template = _mapping(_mapping(job_template.get("spec")).get("template"))
-            found.append(
-                _template(pod_template, f"/spec/replicatedJobs/{index}/template/spec/template")
+            PodTemplate(
+                _mapping(obj.get("spec")), _mapping(obj.get("metadata")), "/spec", "/metadata"
             )
-        return found
-    return []
+        ]
+    if kind.components is not None:
+        return _component_templates(obj, kind.components)
+    found = []
+    for place in kind.templates:
+        for pointer, value, name in walk(obj, place.steps):
+            if not isinstance(value, Mapping):
+                continue
+            if place.form == "resources":
+                found.append(_trainer(obj, value, pointer))
+            else:
+                found.append(_template(value, pointer, name or place.name))
+    return found
 
 
-def _template(template: Mapping[str, Any], pointer: str) -> PodTemplate:
+def _template(template: Mapping[str, Any], pointer: str, name: str | None = None) -> PodTemplate:
     return PodTemplate(
         _mapping(template.get("spec")),
         _mapping(template.get("metadata")),
         f"{pointer}/spec",
         f"{pointer}/metadata",
+        name,
     )
+
+
+def _trainer(obj: Mapping[str, Any], resources: Mapping[str, Any], pointer: str) -> PodTemplate:
+    """A TrainJob's `resourcesPerNode` as a pod spec of one container (read-only)."""
+    spec = {"containers": [{"name": TRAINER_CONTAINER, "resources": resources}]}
+    parent = pointer.rpartition("/")[0]
+    return PodTemplate(spec, _mapping(obj.get("metadata")), parent, "/metadata", None, pointer)
+
+
+def _component_templates(obj: Mapping[str, Any], path: str) -> list[PodTemplate]:
+    """An AppWrapper's pod templates: each component's `podSets` paths, or, for a component
+    that declares none, the templates its own kind has (as AppWrapper infers them)."""
+    found: list[PodTemplate] = []
+    for pointer, components, _ in walk(obj, parse_path(path)):
+        for index, component in enumerate(_sequence(components)):
+            if not isinstance(component, Mapping):
+                continue
+            here = f"{pointer}/{index}"
+            template = _mapping(component.get("template"))
+            component_name = _mapping(template.get("metadata")).get("name")
+            named = isinstance(component_name, str) and component_name
+            label = component_name if named else f"components[{index}]"
+            pod_sets = [p for p in _sequence(component.get("podSets")) if isinstance(p, Mapping)]
+            if not pod_sets:
+                prefix = f"{here}/template"
+                found.extend(
+                    PodTemplate(
+                        inner.spec,
+                        inner.metadata,
+                        prefix + inner.spec_pointer,
+                        prefix + inner.metadata_pointer,
+                        f"{label}/{inner.name}" if inner.name else label,
+                        prefix + inner.resources_pointer if inner.resources_pointer else None,
+                    )
+                    for inner in pod_templates(template)
+                )
+                continue
+            for number, pod_set in enumerate(pod_sets):
+                parts = appwrapper_path(pod_set.get("path"))
+                value: object = component
+                for part in parts or ():
+                    if isinstance(value, dict):
+                        value = value.get(part)
+                    elif isinstance(value, list) and part.isdigit() and int(part) < len(value):
+                        value = value[int(part)]
+                    else:
+                        value = None
+                if parts is None or not isinstance(value, Mapping):
+                    continue  # AppWrapper's own webhook refuses a path that finds no template
+                name = label if len(pod_sets) == 1 else f"{label}/podSets[{number}]"
+                found.append(_template(value, here + "".join(f"/{p}" for p in parts), name))
+    return found
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,7 +187,10 @@ def is_gpu_resource(resource: str, gpu_resources: frozenset[str]) -> bool:
 
 
 def _looks_like_gpu(resource: str) -> bool:
-    return resource.startswith(GPU_PREFIXES)
+    """`nvidia.com/gpu`, `nvidia.com/gpu.shared` or a MIG profile, by exact name."""
+    return resource in KNOWN_GPU_RESOURCES or (
+        resource.startswith(MIG_PREFIX) and _MIG_RESOURCE.fullmatch(resource) is not None
+    )
 
 
 def pod_gpus(spec: Mapping[str, Any], gpu_resources: frozenset[str]) -> dict[str, int]:

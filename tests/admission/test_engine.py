@@ -62,8 +62,18 @@ def test_job_fixture(policy):
 
 @pytest.mark.parametrize("path", ["mutate", "validate"])
 def test_unexpected_kinds_are_allowed_unchanged(policy, path):
-    answer = review(policy, fixture("deployment-create.json"), operation_path=path)["response"]
-    assert answer == {"uid": "8e1d3c4b-0000-4000-8000-000000000003", "allowed": True}
+    answer = review(policy, fixture("daemonset-create.json"), operation_path=path)["response"]
+    assert answer == {"uid": "8e1d3c4b-0000-4000-8000-000000000004", "allowed": True}
+
+
+def test_a_deployment_is_queued_on_the_object_and_its_pod_template(policy):
+    body = fixture("deployment-create.json")
+    answer = review(policy, body, operation_path="mutate")["response"]
+    result = jsonpatch.apply_patch(body["request"]["object"], patch_of(answer))
+    assert result["metadata"]["labels"][KUEUE_QUEUE_LABEL] == "training"
+    template = result["spec"]["template"]
+    assert template["metadata"]["labels"][KUEUE_QUEUE_LABEL] == "training"
+    assert template["metadata"]["annotations"]["quotaguard.dev/tenant"] == "training"
 
 
 @pytest.mark.parametrize("path", ["mutate", "validate"])

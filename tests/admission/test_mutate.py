@@ -355,7 +355,7 @@ def test_jobset_and_volcano_changes_name_the_template(policy):
     ],
 )
 def test_pods_of_workloads_are_not_rewritten(policy, parent):
-    obj = pod(gpu(1), owners=[parent])
+    obj = pod(gpu(1), annotations={"quotaguard.dev/tenant": "notebooks"}, owners=[parent])
     decision = mutate(policy, obj, "nb-a")
     assert decision.allowed
     assert decision.patch == ()

@@ -203,7 +203,7 @@ ALLOWED = [
     ),
     (
         "other kinds",
-        {"apiVersion": "apps/v1", "kind": "Deployment", "spec": {"template": template(gpu(99))}},
+        {"apiVersion": "apps/v1", "kind": "DaemonSet", "spec": {"template": template(gpu(99))}},
         "training",
     ),
 ]
