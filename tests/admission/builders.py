@@ -8,6 +8,7 @@ from typing import Any
 import jsonpatch
 
 from quotaguard.admission import Decision
+from quotaguard.kube.kinds import BY_ID, Step
 
 
 def container(
@@ -165,3 +166,54 @@ def inference_pod(*changes: tuple[str, Any]) -> dict[str, Any]:
         parts = [int(p) if p.isdigit() else p for p in where.split(" ")]
         at(obj, tuple(parts[:-1]))[parts[-1]] = value
     return obj
+
+
+def of_kind(kind_id: str, *templates: dict[str, Any], **meta: Any) -> dict[str, Any]:
+    """An object of a kind of the table with `templates` (pod templates: `{"spec": ...}`) at
+    its template paths, in order: a list or map step gets one entry (named `<field>-<n>`);
+    templates past the kind's last path go into further entries of its last list or map. A
+    TrainJob takes the first template's first container's resources; an AppWrapper wraps
+    each template in a Job component."""
+    kind = BY_ID[kind_id]
+    obj: dict[str, Any] = {
+        "apiVersion": kind.api_versions[0],
+        "kind": kind.kind,
+        "metadata": metadata(**meta),
+    }
+    if kind.components is not None:
+        obj["spec"] = {
+            "components": [
+                {"template": {**job(t), "metadata": {"name": f"part-{n}"}}}
+                for n, t in enumerate(templates)
+            ]
+        }
+        return obj
+    if kind_id == "Pod":
+        obj["spec"] = templates[0]["spec"]
+        return obj
+    places = list(kind.templates)
+    while len(places) < len(templates):
+        places.append(places[-1])
+    for number, (place, value) in enumerate(zip(places, templates, strict=False)):
+        if place.form == "resources":
+            value = value["spec"]["containers"][0].get("resources", {})
+        _put(obj, place.steps, value, number)
+    return obj
+
+
+def _put(node: dict[str, Any], steps: tuple[Step, ...], value: Any, number: int) -> None:
+    step, rest = steps[0], steps[1:]
+    if step.kind == "field":
+        if not rest:
+            node[step.field] = value
+            return
+        _put(node.setdefault(step.field, {}), rest, value, number)
+        return
+    name = f"{step.field.lower()}-{number}"
+    if step.kind == "list":
+        item: dict[str, Any] = {step.name_field: name}
+        node.setdefault(step.field, []).append(item)
+    else:
+        item = node.setdefault(step.field, {}).setdefault(name, {})
+    if rest:
+        _put(item, rest, value, number)

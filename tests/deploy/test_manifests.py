@@ -12,10 +12,13 @@ import pytest
 
 from quotaguard.certs.builders import service_dns_names
 from quotaguard.cli import build_parser
+from quotaguard.kube.kinds import KINDS
 from quotaguard.policy.loader import load_policy_file, load_policy_text
+from quotaguard.webhook.registrations import render
 from tests.deploy.manifests import (
     CONFIG,
     KUBECTL,
+    REPO,
     Manifest,
     find,
     kustomize,
@@ -42,12 +45,9 @@ BUILT_IN_GROUPS = {
     "admissionregistration.k8s.io",
     "coordination.k8s.io",
 }
-WEBHOOK_KINDS = {
-    ("", "v1", "pods"),
-    ("batch", "v1", "jobs"),
-    ("jobset.x-k8s.io", "v1alpha2", "jobsets"),
-    ("batch.volcano.sh", "v1alpha1", "jobs"),
-}
+# Every kind of the table, at the versions it names (the table is checked against Kueue's
+# kinds in tests/admission/test_kinds.py).
+WEBHOOK_KINDS = {(k.group, v, k.resource) for k in KINDS for v in k.versions}
 
 
 TOOLS = ["kustomize", "helm"]
@@ -455,6 +455,25 @@ def test_mutating_configuration_is_called_before_kueues(build: list[Manifest]) -
     assert name < "kueue-mutating-webhook-configuration"
 
 
+def test_the_registrations_are_the_ones_the_kind_table_gives() -> None:
+    stale = [path for path, text in render().items() if (REPO / path).read_text() != text]
+    assert not stale, f"{stale} differ from the kind table: run python webhook/generate.py"
+
+
+def test_every_kind_has_its_four_webhooks_and_one_condition(build: list[Manifest]) -> None:
+    names = {hook["name"] for _, hook in webhooks(build)}
+    for kind in KINDS:
+        plural = f"{kind.id.lower()}s"
+        expected = {
+            f"{plural}.mutate.quotaguard.dev",
+            f"{plural}.validate.quotaguard.dev",
+            f"{plural}-update.mutate.quotaguard.dev",
+        }
+        if kind.id != "Pod":
+            expected.add(f"{plural}-update.validate.quotaguard.dev")
+        assert expected <= names, kind.id
+
+
 def test_webhook_service_reaches_the_webhook_pods(build: list[Manifest]) -> None:
     service = one(build, "Service", "quotaguard-webhook")
     assert service["metadata"]["namespace"] == NS
@@ -506,7 +525,8 @@ def test_pilot_limits_the_webhooks_to_labelled_namespaces_and_recommends(
 ) -> None:
     docs = render(tool, tmp_path / "o", ["pilot"])
     hooks = list(webhooks(docs))
-    assert len(hooks) == 15  # CREATE: 4 mutating, 4 validating; UPDATE: 4 mutating, 3 validating
+    # CREATE: mutating and validating for each kind; UPDATE: the same but no Pod validation
+    assert len(hooks) == 4 * len(KINDS) - 1
     for _, hook in hooks:
         assert hook["failurePolicy"] == "Ignore"
         selector = hook["namespaceSelector"]

@@ -1,0 +1,324 @@
+"""The webhook registrations (webhook/*.yaml, the pilot component) built from the kind table.
+
+One webhook per kind and per operation, so that each matchCondition reads that kind's
+pod-template paths (`quotaguard.kube.kinds`). `python webhook/generate.py` writes the files;
+tests/deploy checks that the committed files are what this module builds.
+
+The CEL of a matchCondition checks types before it descends, so an odd object is "not sent"
+rather than an evaluation error (which failurePolicy Fail would turn into a rejection).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+import yaml
+
+from quotaguard.kube.kinds import KINDS, Kind, Step, parse_path
+
+Operation = Literal["CREATE", "UPDATE"]
+Manifest = dict[str, Any]
+
+SERVICE = {"name": "quotaguard-webhook", "namespace": "quotaguard-system", "port": 443}
+EXEMPT_NAMESPACES = ["kube-system", "quotaguard-system"]
+IGNORE_LABEL = "quotaguard.dev/ignore"
+PILOT_LABEL = "quotaguard.dev/pilot"
+# The API server calls mutating configurations in name order. This one must come before
+# Kueue's (kueue-mutating-webhook-configuration), whose webhooks gate a Pod or suspend a Job at
+# creation only when the queue label quotaguard adds is already there; see docs/deploy.md.
+MUTATING = "00-quotaguard-mutating"
+VALIDATING = "quotaguard-validating"
+REQUESTS_NVIDIA = "requests-nvidia-resources"
+PLAIN_GPU_NEXT_TO_ANOTHER = "plain-gpu-next-to-another-nvidia-resource"
+HAS_COMPONENTS = "has-components"
+
+_ANY_NVIDIA = "c.resources[section].exists(name, name.startsWith('nvidia.com/'))"
+_PLAIN_NEXT_TO_ANOTHER = (
+    "'nvidia.com/gpu' in c.resources[section]\n"
+    "&& c.resources[section].exists(name, name != 'nvidia.com/gpu'"
+    " && name.startsWith('nvidia.com/'))"
+)
+
+
+def webhook_name(kind: Kind, path: str, operation: Operation) -> str:
+    """`pods.mutate.quotaguard.dev`, `rayjobs-update.validate.quotaguard.dev`."""
+    suffix = "-update" if operation == "UPDATE" else ""
+    return f"{kind.id.lower()}s{suffix}.{path}.quotaguard.dev"
+
+
+def _containers(spec: str, resources_check: str) -> str:
+    """Some container of the pod spec `spec` names a resource `resources_check` accepts."""
+    return (
+        f"['initContainers', 'containers'].exists(field, field in {spec}"
+        f" && type({spec}[field]) == list\n"
+        f"  && {spec}[field].exists(c, type(c) == map && 'resources' in c"
+        " && type(c.resources) == map\n"
+        "    && ['limits', 'requests'].exists(section, section in c.resources\n"
+        "      && type(c.resources[section]) == map\n"
+        f"      && {resources_check})))"
+    )
+
+
+def _requirements(value: str) -> str:
+    """The ResourceRequirements map `value` names an nvidia.com/ resource."""
+    return (
+        f"['limits', 'requests'].exists(section, section in {value}"
+        f" && type({value}[section]) == map\n"
+        f"  && {value}[section].exists(name, name.startsWith('nvidia.com/')))"
+    )
+
+
+def _along(value: str, steps: tuple[Step, ...], leaf: str, depth: int = 0) -> str:
+    """CEL that holds when some value at `steps` below `value` (known to be a map) passes
+    `leaf`, a template given that value's CEL as `{value}`."""
+    if not steps:
+        return leaf.replace("{value}", value)
+    step, rest = steps[0], steps[1:]
+    here = f"{value}.{step.field}"
+    if step.kind == "field":
+        if not rest:
+            return f"has({here})\n&& {leaf.replace('{value}', here)}"
+        return f"has({here}) && type({here}) == map\n&& {_along(here, rest, leaf, depth)}"
+    item = f"i{depth}"
+    if step.kind == "list":
+        inner = _along(item, rest, leaf, depth + 1)
+        return (
+            f"has({here}) && type({here}) == list\n"
+            f"&& {here}.exists({item}, type({item}) == map\n&& {inner})"
+        )
+    entry = f"{here}[{item}]"
+    inner = _along(entry, rest, leaf, depth + 1)
+    return (
+        f"has({here}) && type({here}) == map\n"
+        f"&& {here}.exists({item}, type({entry}) == map\n&& {inner})"
+    )
+
+
+def match_expression(kind: Kind, resources_check: str = _ANY_NVIDIA) -> str:
+    """Some pod template of an object of `kind` names a resource `resources_check` accepts
+    (an AppWrapper: has components, whose templates CEL cannot search)."""
+    if kind.components is not None:
+        return _along("object", parse_path(kind.components), "type({value}) == list")
+    branches = []
+    for place in kind.templates:
+        if place.form == "resources":
+            leaf = "type({value}) == map\n&& " + _requirements("{value}")
+        else:
+            leaf = "type({value}) == map\n&& " + _containers("{value}", resources_check)
+        branches.append(_along("object", (*place.steps, Step("field", "spec")), leaf))
+        if place.form == "resources":
+            branches[-1] = _along("object", place.steps, leaf)
+    if len(branches) == 1:
+        return branches[0]
+    return "\n|| ".join(f"({branch})" for branch in branches)
+
+
+def _webhook(kind: Kind, path: str, operation: Operation) -> Manifest:
+    mutating = path == "mutate"
+    condition_name, expression = REQUESTS_NVIDIA, match_expression(kind)
+    if kind.components is not None:
+        condition_name = HAS_COMPONENTS
+    if kind.id == "Pod" and operation == "UPDATE":
+        condition_name = PLAIN_GPU_NEXT_TO_ANOTHER
+        expression = match_expression(kind, _PLAIN_NEXT_TO_ANOTHER)
+    hook: Manifest = {
+        "name": webhook_name(kind, path, operation),
+        "admissionReviewVersions": ["v1"],
+        "sideEffects": "None",
+        "timeoutSeconds": 5 if operation == "CREATE" else 3,
+        "failurePolicy": "Fail" if operation == "CREATE" else "Ignore",
+        "matchPolicy": "Equivalent",
+    }
+    if mutating:
+        hook["reinvocationPolicy"] = "IfNeeded"
+    hook["clientConfig"] = {"service": {**SERVICE, "path": f"/{path}"}}
+    hook["namespaceSelector"] = {
+        "matchExpressions": [
+            {
+                "key": "kubernetes.io/metadata.name",
+                "operator": "NotIn",
+                "values": list(EXEMPT_NAMESPACES),
+            },
+            {"key": IGNORE_LABEL, "operator": "NotIn", "values": ["true"]},
+        ]
+    }
+    hook["rules"] = [
+        {
+            "apiGroups": [kind.group],
+            "apiVersions": list(kind.versions),
+            "resources": [kind.resource],
+            "operations": [operation],
+            "scope": "Namespaced",
+        }
+    ]
+    hook["matchConditions"] = [{"name": condition_name, "expression": expression}]
+    return hook
+
+
+def _sent(kind: Kind, path: str, operation: Operation) -> bool:
+    # A Pod's updates are frequent and its resources cannot change: validation is not sent them.
+    return not (kind.id == "Pod" and path == "validate" and operation == "UPDATE")
+
+
+def webhooks(path: Literal["mutate", "validate"]) -> list[Manifest]:
+    """Every webhook of one configuration: CREATE for each kind, then UPDATE for each."""
+    operations: tuple[Operation, ...] = ("CREATE", "UPDATE")
+    return [
+        _webhook(kind, path, operation)
+        for operation in operations
+        for kind in KINDS
+        if _sent(kind, path, operation)
+    ]
+
+
+def configuration(path: Literal["mutate", "validate"]) -> Manifest:
+    mutating = path == "mutate"
+    return {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "MutatingWebhookConfiguration" if mutating else "ValidatingWebhookConfiguration",
+        "metadata": {
+            "name": MUTATING if mutating else VALIDATING,
+            "labels": {
+                "app.kubernetes.io/name": "quotaguard",
+                "app.kubernetes.io/component": "webhook",
+            },
+        },
+        "webhooks": webhooks(path),
+    }
+
+
+def pilot_patches() -> list[Manifest]:
+    """The pilot component's strategic-merge patches: every webhook Ignore, on labelled
+    namespaces only (the exemptions still hold)."""
+    found = []
+    paths: tuple[Literal["mutate", "validate"], ...] = ("mutate", "validate")
+    for path in paths:
+        config = configuration(path)
+        found.append(
+            {
+                "apiVersion": config["apiVersion"],
+                "kind": config["kind"],
+                "metadata": {"name": config["metadata"]["name"]},
+                "webhooks": [
+                    {
+                        "name": hook["name"],
+                        "failurePolicy": "Ignore",
+                        "namespaceSelector": {"matchLabels": {PILOT_LABEL: "true"}},
+                    }
+                    for hook in config["webhooks"]
+                ],
+            }
+        )
+    return found
+
+
+GENERATED = (
+    "# Generated by `python webhook/generate.py` from quotaguard/kube/kinds.py: do not edit.\n"
+)
+
+MUTATING_HEADER = """\
+# /mutate: rewrites nvidia.com/gpu into the tenant's GPU class, places and queues the workload.
+#
+# CREATE: failurePolicy Fail. An object that passes unrewritten while the webhook is unreachable
+# keeps its plain nvidia.com/gpu request and no queue label: it lands on a whole GPU outside the
+# tenant's quota, which is exactly what quotaguard exists to prevent. The blast radius of Fail
+# is kept small instead: the matchConditions send only objects that ask for an nvidia.com/
+# resource, kube-system, quotaguard-system and namespaces labelled quotaguard.dev/ignore=true
+# are never sent, and the webhook runs 2+ replicas with a PodDisruptionBudget. For a first
+# rollout use config/components/pilot/ (failurePolicy Ignore, one labelled namespace); see
+# docs/deploy.md.
+#
+# UPDATE: webhooks of their own, failurePolicy Ignore. They put back what CREATE decided when
+# an update undoes it: `kubectl apply` of an unchanged manifest adds nvidia.com/gpu back next
+# to the class (custom resources: replaces the templates with the manifest's), which leaves a
+# suspended Job's template with two GPU resources and makes the API server refuse the update
+# of a running Job or of a Pod as "field is immutable". They never deny. Ignore, because
+# Kueue's unsuspend and controllers' label updates pass through them and must not wait for
+# quotaguard; an outage only brings back the re-apply problem above. Pods are sent on UPDATE
+# only when a container holds a plain nvidia.com/gpu next to another nvidia.com/ resource
+# (what re-applying a rewritten Pod's manifest produces), so the frequent label, annotation
+# and scheduling-gate updates of GPU pods never reach quotaguard. Workload objects change
+# rarely: every update of one that asks for an nvidia.com/ resource is sent.
+#
+# One webhook per kind (quotaguard/kube/kinds.py), so that each matchCondition reads that
+# kind's pod-template paths; a kind whose CRD is not installed is never matched. An
+# AppWrapper's components are arbitrary objects that CEL cannot search: every AppWrapper with
+# components is sent. The CEL checks types before descending, so an odd object is "not sent"
+# rather than an evaluation error (which failurePolicy Fail would turn into a rejection).
+# caBundle is filled in by cert-manager's CA injector or by `quotaguard certs`.
+#
+# metadata.name sorts first: the API server calls mutating configurations in name order, and
+# this one must come before Kueue's (kueue-mutating-webhook-configuration), whose webhooks gate
+# a Pod or suspend a Job at creation only when the queue label quotaguard adds is already
+# there; see docs/deploy.md. Keep the name as it is.
+"""
+
+VALIDATING_HEADER = """\
+# /validate: denies GPU requests that break the tenant policy (see the admission contract).
+#
+# CREATE: failurePolicy Fail. Validation is what enforces tenant isolation (another tenant's
+# queue, classes the tenant may not use, maxGPUsPerPod); with Ignore, an outage of the webhook
+# would silently switch isolation off. Only objects asking for an nvidia.com/ resource are sent
+# (matchConditions), so an outage blocks new GPU workloads and nothing else. The pilot
+# component (config/components/pilot/) relaxes this to Ignore on one labelled namespace; see
+# docs/deploy.md.
+#
+# UPDATE of workload objects: webhooks of their own, failurePolicy Ignore. On UPDATE only a
+# changed queue is judged (Kueue lets a suspended Job move to another queue; it must stay one
+# of the tenant's). Ignore, because Kueue's unsuspend passes through them and must not wait for
+# quotaguard; an outage lets a queue move through unjudged, never a new workload. Pods are not
+# sent on UPDATE: their updates are frequent and their resources cannot change (a queue label
+# changed on a bare Pod is not judged).
+#
+# It runs after every mutation, on the final object, so the rewritten class resources
+# (nvidia.com/mig-*, nvidia.com/gpu.shared) match the same nvidia.com/ condition.
+# caBundle is filled in by cert-manager's CA injector or by `quotaguard certs`.
+"""
+
+PILOT_HEADER = """\
+# The pilot's webhook patches: every webhook failurePolicy Ignore, and only namespaces
+# labelled quotaguard.dev/pilot=true (the exemptions of the base still hold). See
+# kustomization.yaml beside this file.
+"""
+
+FILES = {
+    "webhook/mutatingwebhookconfiguration.yaml": ("mutate", MUTATING_HEADER),
+    "webhook/validatingwebhookconfiguration.yaml": ("validate", VALIDATING_HEADER),
+}
+PILOT_FILE = "config/components/pilot/webhooks-patch.yaml"
+
+
+class _Dumper(yaml.SafeDumper):
+    """Block scalars for the CEL, and lists indented under their key, as the files were
+    written by hand."""
+
+    def increase_indent(self, flow: bool = False, indentless: bool = False) -> None:
+        super().increase_indent(flow, False)
+
+
+def _string(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
+    style = "|" if "\n" in value else None
+    return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
+
+
+def _list(dumper: yaml.SafeDumper, value: list[Any]) -> yaml.SequenceNode:
+    flow = bool(value) and all(isinstance(item, str) and "\n" not in item for item in value)
+    return dumper.represent_sequence("tag:yaml.org,2002:seq", value, flow_style=flow)
+
+
+_Dumper.add_representer(str, _string)
+_Dumper.add_representer(list, _list)
+
+
+def _dump(documents: list[Manifest]) -> str:
+    return yaml.dump_all(documents, Dumper=_Dumper, sort_keys=False, width=200)
+
+
+def render() -> dict[str, str]:
+    """Repository path -> text of every generated file."""
+    files = {
+        path: GENERATED + header + _dump([configuration(kind)])  # type: ignore[arg-type]
+        for path, (kind, header) in FILES.items()
+    }
+    files[PILOT_FILE] = GENERATED + PILOT_HEADER + _dump(pilot_patches())
+    return files
