@@ -24,7 +24,7 @@ from types import MappingProxyType
 from typing import Any, NoReturn
 
 from quotaguard.admission.reviews import BadReview
-from quotaguard.kube.kinds import Step, kind_of, parse_path
+from quotaguard.kube.kinds import Kind, Step, kind_of, parse_path
 
 # A field path as a chain of (parent, part) links, joined only to report an error.
 Where = tuple["Where", str | int] | str
@@ -100,26 +100,39 @@ def check_object(obj: Mapping[str, Any], root: str) -> None:
     if kind.id == "Pod":
         _pod_spec(spec, root, "spec")
         return
+    _templates(obj, kind, root)
+    _queue_label_places(obj, kind, root)
+    if kind.components is not None:
+        _components(obj, kind.components, root)
+
+
+def _templates(obj: Mapping[str, Any], kind: Kind, root: str) -> None:
     for place in kind.templates:
         for where, value in _along(obj, place.steps, root):
             if place.form == "resources":
                 _map(value, where)
             else:
                 _pod_template(value, where)
+
+
+def _queue_label_places(obj: Mapping[str, Any], kind: Kind, root: str) -> None:
     for path, steps in zip(kind.queue_labels, kind.queue_label_steps, strict=True):
         if path == "metadata":
-            continue  # checked above
+            continue  # the object's, checked first
         for where, parent in _along(obj, steps[:-1], root):
             found = _map(parent, where).get("metadata")
             if found is not None:
                 _metadata(found, where)
-    if kind.components is not None:
-        for where, component in _along(obj, parse_path(kind.components), root):
-            for item_where, item in _maps(component, where):
-                template = _map(item.get("template"), (item_where, "template"))
-                _maps(item.get("podSets"), (item_where, "podSets"))
-                if template:
-                    check_object(template, field_path((item_where, "template")))
+
+
+def _components(obj: Mapping[str, Any], path: str, root: str) -> None:
+    """An AppWrapper's components: maps, whose templates are checked as objects of their own."""
+    for where, components in _along(obj, parse_path(path), root):
+        for item_where, item in _maps(components, where):
+            template = _map(item.get("template"), (item_where, "template"))
+            _maps(item.get("podSets"), (item_where, "podSets"))
+            if template:
+                check_object(template, field_path((item_where, "template")))
 
 
 def _along(node: object, steps: tuple[Step, ...], where: Where) -> Iterator[tuple[Where, object]]:

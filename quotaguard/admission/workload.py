@@ -106,7 +106,13 @@ def template_views(
             TemplateView(
                 template=template,
                 name=name,
-                gpu_containers=tuple(_gpu_containers(template, name, gpu_resources, root)),
+                gpu_containers=tuple(
+                    _gpu_containers(template, name, gpu_resources, root)
+                    if template.resources_pointer is None
+                    else _trainer_container(
+                        template, template.resources_pointer, gpu_resources, root
+                    )
+                ),
                 hints=hints,
                 labels=as_map(template.metadata.get("labels")),
             )
@@ -120,8 +126,6 @@ def _gpu_containers(
     # The container lists are walked here rather than with podspec.containers, which skips
     # entries of the wrong type: admission must refuse them (see shape). It also runs for every
     # request, so pointers and labels are built for the GPU containers only.
-    if template.resources_pointer is not None:
-        return _trainer_container(template, template.resources_pointer, gpu_resources, root)
     found = []
     spec = template.spec
     for field in _CONTAINER_LISTS:

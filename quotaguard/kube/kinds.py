@@ -284,30 +284,29 @@ def walk(
         yield pointer, node, None
         return
     step, rest = steps[0], steps[1:]
-    if not isinstance(node, dict):
-        return
-    value = node.get(step.field)
+    value = node.get(step.field) if isinstance(node, dict) else None
     here = f"{pointer}/{step.field}"
     if step.kind == "field":
         if value is not None:
             yield from walk(value, rest, here)
-        return
-    if step.kind == "list":
-        if not isinstance(value, list):
-            return
-        for index, item in enumerate(value):
-            if not isinstance(item, dict):
-                continue
-            name = item.get(step.name_field)
-            label = name if isinstance(name, str) and name else f"{step.field}[{index}]"
-            for found_pointer, found, inner in walk(item, rest, f"{here}/{index}"):
-                yield found_pointer, found, inner or label
-        return
-    if not isinstance(value, dict):
-        return
-    for key, item in value.items():
-        for found_pointer, found, inner in walk(item, rest, f"{here}/{_escape(key)}"):
-            yield found_pointer, found, inner or key
+    elif step.kind == "list":
+        yield from _walk_list(value, step, rest, here)
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            for found_pointer, found, inner in walk(item, rest, f"{here}/{_escape(key)}"):
+                yield found_pointer, found, inner or key
+
+
+def _walk_list(
+    value: object, step: Step, rest: tuple[Step, ...], here: str
+) -> Iterator[tuple[str, Any, str | None]]:
+    for index, item in enumerate(value if isinstance(value, list) else ()):
+        if not isinstance(item, dict):
+            continue
+        name = item.get(step.name_field)
+        label = name if isinstance(name, str) and name else f"{step.field}[{index}]"
+        for found_pointer, found, inner in walk(item, rest, f"{here}/{index}"):
+            yield found_pointer, found, inner or label
 
 
 def _escape(key: str) -> str:

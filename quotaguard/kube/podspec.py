@@ -106,43 +106,47 @@ def _component_templates(obj: Mapping[str, Any], path: str) -> list[PodTemplate]
     found: list[PodTemplate] = []
     for pointer, components, _ in walk(obj, parse_path(path)):
         for index, component in enumerate(_sequence(components)):
-            if not isinstance(component, Mapping):
-                continue
-            here = f"{pointer}/{index}"
-            template = _mapping(component.get("template"))
-            component_name = _mapping(template.get("metadata")).get("name")
-            named = isinstance(component_name, str) and component_name
-            label = component_name if named else f"components[{index}]"
-            pod_sets = [p for p in _sequence(component.get("podSets")) if isinstance(p, Mapping)]
-            if not pod_sets:
-                prefix = f"{here}/template"
-                found.extend(
-                    PodTemplate(
-                        inner.spec,
-                        inner.metadata,
-                        prefix + inner.spec_pointer,
-                        prefix + inner.metadata_pointer,
-                        f"{label}/{inner.name}" if inner.name else label,
-                        prefix + inner.resources_pointer if inner.resources_pointer else None,
-                    )
-                    for inner in pod_templates(template)
-                )
-                continue
-            for number, pod_set in enumerate(pod_sets):
-                parts = appwrapper_path(pod_set.get("path"))
-                value: object = component
-                for part in parts or ():
-                    if isinstance(value, dict):
-                        value = value.get(part)
-                    elif isinstance(value, list) and part.isdigit() and int(part) < len(value):
-                        value = value[int(part)]
-                    else:
-                        value = None
-                if parts is None or not isinstance(value, Mapping):
-                    continue  # AppWrapper's own webhook refuses a path that finds no template
-                name = label if len(pod_sets) == 1 else f"{label}/podSets[{number}]"
-                found.append(_template(value, here + "".join(f"/{p}" for p in parts), name))
+            if isinstance(component, Mapping):
+                found.extend(_component(component, f"{pointer}/{index}", index))
     return found
+
+
+def _component(component: Mapping[str, Any], here: str, index: int) -> Iterator[PodTemplate]:
+    template = _mapping(component.get("template"))
+    component_name = _mapping(template.get("metadata")).get("name")
+    named = isinstance(component_name, str) and component_name
+    label = component_name if named else f"components[{index}]"
+    pod_sets = [p for p in _sequence(component.get("podSets")) if isinstance(p, Mapping)]
+    if not pod_sets:
+        prefix = f"{here}/template"
+        for inner in pod_templates(template):
+            yield PodTemplate(
+                inner.spec,
+                inner.metadata,
+                prefix + inner.spec_pointer,
+                prefix + inner.metadata_pointer,
+                f"{label}/{inner.name}" if inner.name else label,
+                prefix + inner.resources_pointer if inner.resources_pointer else None,
+            )
+        return
+    for number, pod_set in enumerate(pod_sets):
+        parts = appwrapper_path(pod_set.get("path"))
+        value = _at(component, parts or ())
+        if parts is None or not isinstance(value, Mapping):
+            continue  # AppWrapper's own webhook refuses a path that finds no template
+        name = label if len(pod_sets) == 1 else f"{label}/podSets[{number}]"
+        yield _template(value, here + "".join(f"/{p}" for p in parts), name)
+
+
+def _at(node: object, parts: tuple[str, ...]) -> object:
+    for part in parts:
+        if isinstance(node, dict):
+            node = node.get(part)
+        elif isinstance(node, list) and part.isdigit() and int(part) < len(node):
+            node = node[int(part)]
+        else:
+            return None
+    return node
 
 
 @dataclass(frozen=True, slots=True)
