@@ -14,7 +14,7 @@ from quotaguard.certs.builders import service_dns_names
 from quotaguard.cli import build_parser
 from quotaguard.kube.kinds import KINDS
 from quotaguard.policy.loader import load_policy_file, load_policy_text
-from quotaguard.webhook.registrations import render
+from quotaguard.webhook.registrations import render as generated_files
 from tests.deploy.manifests import (
     CONFIG,
     KUBECTL,
@@ -456,7 +456,7 @@ def test_mutating_configuration_is_called_before_kueues(build: list[Manifest]) -
 
 
 def test_the_registrations_are_the_ones_the_kind_table_gives() -> None:
-    stale = [path for path, text in render().items() if (REPO / path).read_text() != text]
+    stale = [path for path, text in generated_files().items() if (REPO / path).read_text() != text]
     assert not stale, f"{stale} differ from the kind table: run python webhook/generate.py"
 
 
