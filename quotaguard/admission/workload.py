@@ -15,9 +15,9 @@ from typing import Any, NoReturn
 from quotaguard.admission.names import REWRITE_HINT, TENANT_ANNOTATION
 from quotaguard.admission.shape import check_object, pointer_where, wrong
 from quotaguard.kube.kinds import owned_by_handled_kind
+from quotaguard.kube.names import MIG_PREFIX
 from quotaguard.kube.podspec import (
     KNOWN_GPU_RESOURCES,
-    MIG_PREFIX,
     TRAINER_CONTAINER,
     PodTemplate,
     is_gpu_resource,

@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from quotaguard.kube.names import GPU_PREFIXES, KUEUE_GROUP, KUEUE_QUEUE_LABEL, VOLCANO_GROUP
-from quotaguard.kube.podspec import pod_gpus
+from quotaguard.kube.names import KUEUE_GROUP, KUEUE_QUEUE_LABEL, VOLCANO_GROUP
+from quotaguard.kube.podspec import is_gpu_resource, pod_gpus
 from quotaguard.kube.quantity import QuantityError, parse_gpu_count, parse_quantity
 from quotaguard.kube.values import mapping as _map
 
@@ -189,7 +189,7 @@ class _Reader:
         return found
 
     def _gpu(self, resource: str) -> bool:
-        return resource in self.gpu_resources or resource.startswith(GPU_PREFIXES)
+        return is_gpu_resource(resource, self.gpu_resources)
 
     def read(self, item: Mapping[str, Any]) -> object | None:
         kind = item.get("kind")
