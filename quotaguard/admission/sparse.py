@@ -108,12 +108,38 @@ class _Review(Struct, omit_defaults=True):
 
 _DECODER = msgspec.json.Decoder(_Review)
 _to_builtins = msgspec.to_builtins
+# The kinds whose every read field the schema above names. Any other kind (a CronJob's
+# spec.jobTemplate, a PyTorchJob's spec.pytorchReplicaSpecs, ...) is decoded whole: the schema
+# would drop its templates and the engine would see nothing to rewrite.
+_SCHEMA_KINDS = frozenset(
+    {
+        ("v1", "Pod"),
+        ("batch/v1", "Job"),
+        ("jobset.x-k8s.io/v1alpha2", "JobSet"),
+        ("batch.volcano.sh/v1alpha1", "Job"),
+    }
+)
+
+
+def _schema_fits(review: _Review) -> bool:
+    request = review.request
+    if not isinstance(request, _Request):
+        return True
+    obj = request.object if isinstance(request.object, _Object) else request.oldObject
+    if not isinstance(obj, _Object):
+        return True
+    kind = (obj.apiVersion, obj.kind)
+    return all(isinstance(part, str) for part in kind) and kind in _SCHEMA_KINDS
 
 
 def decode_review_body(body: bytes) -> Any:
     """The review in `body` with only the fields admission reads; the whole document when the
-    schema does not fit it. Raises `ValueError` (or `RecursionError`) when `body` is not JSON."""
+    schema does not fit it or its object is of a kind the schema does not describe. Raises
+    `ValueError` (or `RecursionError`) when `body` is not JSON."""
     try:
-        return _to_builtins(_DECODER.decode(body))
+        review = _DECODER.decode(body)
     except (msgspec.MsgspecError, RecursionError):
         return json.loads(body)
+    if not _schema_fits(review):
+        return json.loads(body)
+    return _to_builtins(review)

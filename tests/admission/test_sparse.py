@@ -219,3 +219,20 @@ def test_a_body_nested_deeper_than_python_decodes_raises_recursion_error():
     body = b'{"request": {"object": {"metadata": {"x": %s}}}}' % (b"[" * 5000 + b"]" * 5000)
     with pytest.raises(RecursionError):
         decode_review_body(body)
+
+
+@pytest.mark.parametrize(
+    ("api_version", "kind", "spec"),
+    [
+        ("batch/v1", "CronJob", {"jobTemplate": {"spec": {"template": {"spec": {}}}}}),
+        ("kubeflow.org/v1", "PyTorchJob", {"pytorchReplicaSpecs": {"Worker": {"replicas": 1}}}),
+        ("apps/v1", "Deployment", {"replicas": 2, "template": {"spec": {}}}),
+    ],
+)
+def test_kinds_the_schema_does_not_describe_are_decoded_whole(api_version, kind, spec):
+    """Through the API server a PyTorchJob arrived as `spec: {}` and was never rewritten."""
+    obj = {"apiVersion": api_version, "kind": kind, "metadata": {"name": "w"}, "spec": spec}
+    body = json.dumps(
+        {"apiVersion": "admission.k8s.io/v1", "request": {"uid": "u", "object": obj}}
+    ).encode()
+    assert decode_review_body(body) == json.loads(body)
