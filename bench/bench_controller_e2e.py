@@ -19,6 +19,7 @@ import argparse
 import http.client
 import json
 import queue
+import ssl
 import subprocess
 import sys
 import threading
@@ -108,7 +109,12 @@ class Api:
         once."""
         try:
             return self._request(method, path, body)
-        except (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError):
+        except (
+            http.client.RemoteDisconnected,
+            ConnectionResetError,
+            BrokenPipeError,
+            ssl.SSLEOFError,
+        ):
             return self._request(method, path, body)
 
     def _request(self, method: str, path: str, body: Any) -> tuple[int, Any]:

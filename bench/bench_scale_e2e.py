@@ -1,0 +1,816 @@
+"""The whole product at cluster scale through the real API server: GPU nodes of three kinds,
+hundreds of tenants, the real Kueue controller with its webhooks, quotaguard's webhook and two
+controller replicas, pods arriving and leaving.
+
+    python bench/bench_scale_e2e.py [--nodes 2000] [--tenants 300] [--pods 50000]
+        [--rate 100] [--churn-seconds 60] [--create-minutes 10] [--workers 16]
+
+Phases, each bounded in time and count, everything on 127.0.0.1:
+1. Cluster: etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok (from
+   ~/.cache/quotaguard-e2e), `--nodes` kwok GPU nodes (60% whole H100 x8, 30% MIG 1g.10gb x7,
+   10% time-sliced 2x4), a policy of `--tenants` tenants (one class each, in turn), their
+   ClusterQueues and LocalQueues, Kueue v0.17.0 with its webhooks, quotaguard's webhook (one
+   process: `clientConfig.url` names one endpoint) and two controller replicas
+   (`--components controller,reports`, one Lease).
+2. Steady state: bare GPU pods (no queue label) created in the tenants' namespaces with
+   `--workers` connections for at most `--create-minutes` or `--pods`, through quotaguard's
+   rewrite and stamp and Kueue's gate; Kueue admits within quota, the scheduler binds.
+3. Churn: pods created at `--rate` per second and each deleted 20 s later, for
+   `--churn-seconds`, once with quotaguard's webhooks registered and once with them removed;
+   the API server's own histograms give the added admission latency.
+4. Convergence: 10% of the nodes cordoned, then uncordoned; intervals until every queue holds
+   its target, and every ClusterQueue version read back from etcd against the invariants.
+5. Leadership: the leading controller killed with SIGKILL mid-churn; time until the other
+   leads, writes before and after, invariants over every version.
+The latest results go to bench/results/scale_e2e.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import http.client
+import json
+import math
+import queue
+import re
+import signal
+import sys
+import threading
+import time
+import urllib.request
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import yaml
+
+from bench.bench_controller_e2e import Api
+from bench.machine import cpu_seconds_of, load_average, machine, max_rss_mb_of, write_result
+from e2e import build
+from e2e.cluster import Cluster, mig_node, shared_gpu_node, wait_until, whole_gpu_node
+from e2e.kueue import (
+    KUEUE,
+    KUEUE_SAMPLES,
+    POLICY,
+    ControllerProcess,
+    EtcdHistory,
+    Version,
+    converged,
+    gpu_quotas,
+    history_problems,
+    lease_holder,
+    sample_documents,
+    serve_controller,
+    start_kueue,
+    step_allowed,
+    write_document,
+)
+
+ROOT = Path(__file__).resolve().parents[1]
+LEASE_NAMESPACE = "quotaguard-system"
+INTERVAL_S = 5
+ADDED_P99_TARGET_MS, RSS_TARGET_MB, INTERVAL_CPU_TARGET_S = 5.0, 500.0, 1.0
+# class name -> (resource, guaranteed per tenant, max per tenant)
+CLASSES = {
+    "h100": ("nvidia.com/gpu", 20, 200),
+    "h100-1g.10gb": ("nvidia.com/mig-1g.10gb", 8, 80),
+    "shared": ("nvidia.com/gpu.shared", 3, 30),
+}
+FLAVORS = ("h100", "h100-1g.10gb", "h100-3g.40gb", "shared")
+GPU_RESOURCES = (
+    "nvidia.com/gpu",
+    "nvidia.com/mig-1g.10gb",
+    "nvidia.com/mig-3g.40gb",
+    "nvidia.com/gpu.shared",
+)
+
+
+# --------------------------------------------------------------------------------------------
+# What the cluster holds
+
+
+def tenant_class(index: int) -> str:
+    return tuple(CLASSES)[index % len(CLASSES)]
+
+
+def tenant_name(index: int) -> str:
+    return f"t{index:03d}"
+
+
+def nodes(count: int) -> list[dict[str, Any]]:
+    whole, mig = round(count * 0.6), round(count * 0.3)
+    return (
+        [whole_gpu_node(f"h100-{i:04d}", 8) for i in range(whole)]
+        + [mig_node(f"mig-{i:04d}", {"1g.10gb": 7}) for i in range(mig)]
+        + [shared_gpu_node(f"shared-{i:04d}", 2, 4) for i in range(count - whole - mig)]
+    )
+
+
+def policy(tenants: int) -> dict[str, Any]:
+    """The sample policy's classes, `tenants` tenants with one class each, short intervals."""
+    document: dict[str, Any] = yaml.safe_load(POLICY.read_text())
+    spec = document["spec"]
+    spec["rebalance"].update({"mode": "apply", "interval": f"{INTERVAL_S}s", "demandWindow": "30s"})
+    spec["tenants"] = [
+        {
+            "name": tenant_name(i),
+            "namespaces": [tenant_name(i)],
+            "queue": tenant_name(i),
+            "localQueue": tenant_name(i),
+            "weight": 1 + i % 3,
+            "maxGPUsPerPod": 8,
+            "allowedClasses": [tenant_class(i)],
+            "quota": {
+                tenant_class(i): {
+                    "guaranteed": CLASSES[tenant_class(i)][1],
+                    "max": CLASSES[tenant_class(i)][2],
+                }
+            },
+            "rewrite": [{"to": tenant_class(i)}],
+        }
+        for i in range(tenants)
+    ]
+    return document
+
+
+def cluster_queue(index: int) -> dict[str, Any]:
+    """A tenant's ClusterQueue at its guarantee, every GPU resource in every flavor."""
+    resource, guaranteed, most = CLASSES[tenant_class(index)]
+    own_flavor = tenant_class(index)
+
+    def quota(flavor: str, name: str) -> dict[str, Any]:
+        mine = flavor == own_flavor and name == resource
+        return {
+            "name": name,
+            "nominalQuota": guaranteed if mine else 0,
+            "borrowingLimit": most - guaranteed if mine else 0,
+            "lendingLimit": 0,
+        }
+
+    return {
+        "apiVersion": KUEUE,
+        "kind": "ClusterQueue",
+        "metadata": {"name": tenant_name(index), "labels": {"quotaguard.dev/tenant": "bench"}},
+        "spec": {
+            "cohortName": "gpu-pool",
+            "namespaceSelector": {},
+            "preemption": {"reclaimWithinCohort": "Any", "withinClusterQueue": "LowerPriority"},
+            "resourceGroups": [
+                {
+                    "coveredResources": list(GPU_RESOURCES),
+                    "flavors": [
+                        {"name": f, "resources": [quota(f, r) for r in GPU_RESOURCES]}
+                        for f in FLAVORS
+                    ],
+                }
+            ],
+        },
+    }
+
+
+def local_queue(index: int) -> dict[str, Any]:
+    name = tenant_name(index)
+    return {
+        "apiVersion": KUEUE,
+        "kind": "LocalQueue",
+        "metadata": {"name": name, "namespace": name},
+        "spec": {"clusterQueue": name},
+    }
+
+
+def gpu_pod(serial: int, tenants: int, *, rewritten: bool = False) -> dict[str, Any]:
+    """A bare GPU pod as a user writes it (`nvidia.com/gpu`, no queue label), or, `rewritten`,
+    as quotaguard's webhook leaves it (the class resource, its nodeSelector, the queue label):
+    the baseline without quotaguard's webhooks gives Kueue the same work."""
+    tenant = serial % tenants
+    name = tenant_class(tenant)
+    gpus = 1 if name != "h100" else (1, 2, 4)[serial % 3]
+    resource = CLASSES[name][0] if rewritten else "nvidia.com/gpu"
+    metadata: dict[str, Any] = {"name": f"p{serial:07d}", "namespace": tenant_name(tenant)}
+    spec: dict[str, Any] = {
+        "containers": [
+            {
+                "name": "main",
+                "image": "registry.example/team/app:1",
+                "resources": {"limits": {resource: str(gpus)}},
+            }
+        ],
+        "restartPolicy": "Never",
+        "terminationGracePeriodSeconds": 0,
+    }
+    if rewritten:
+        metadata["labels"] = {"kueue.x-k8s.io/queue-name": tenant_name(tenant)}
+        if name == "h100":
+            spec["nodeSelector"] = {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"}
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": spec}
+
+
+# --------------------------------------------------------------------------------------------
+# Reading numbers
+
+
+def scrape(url: str, timeout: float = 10) -> str:
+    with urllib.request.urlopen(url, timeout=timeout) as response:
+        text: str = response.read().decode()
+        return text
+
+
+def apiserver_metrics(api: Api) -> str:
+    connection = http.client.HTTPSConnection("127.0.0.1", api.port, context=api.context, timeout=30)
+    try:
+        connection.request("GET", "/metrics")
+        return connection.getresponse().read().decode()
+    finally:
+        connection.close()
+
+
+SAMPLE = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{[^}]*\})?\s+(\S+)")
+LABEL = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"')
+
+
+def samples(text: str, name: str) -> list[tuple[dict[str, str], float]]:
+    found = []
+    for line in text.splitlines():
+        match = SAMPLE.match(line)
+        if match and match.group(1) == name:
+            labels = dict(LABEL.findall(match.group(2) or ""))
+            found.append((labels, float(match.group(3))))
+    return found
+
+
+def histogram(
+    text: str, name: str, keep: Callable[[Mapping[str, str]], bool]
+) -> dict[float, float]:
+    """Cumulative bucket counts (le -> count) summed over the series `keep` selects."""
+    buckets: dict[float, float] = {}
+    for labels, value in samples(text, f"{name}_bucket"):
+        if keep(labels):
+            le = math.inf if labels["le"] == "+Inf" else float(labels["le"])
+            buckets[le] = buckets.get(le, 0.0) + value
+    return buckets
+
+
+def minus(after: dict[float, float], before: dict[float, float]) -> dict[float, float]:
+    return {le: count - before.get(le, 0.0) for le, count in after.items()}
+
+
+def quantile(buckets: dict[float, float], q: float) -> float | None:
+    """Prometheus' histogram_quantile over cumulative buckets (linear inside a bucket)."""
+    ordered = sorted(buckets.items())
+    if not ordered or ordered[-1][1] <= 0:
+        return None
+    rank = q * ordered[-1][1]
+    lower_le, lower_count = 0.0, 0.0
+    for le, count in ordered:
+        if count >= rank:
+            if math.isinf(le):
+                return lower_le
+            span = count - lower_count
+            return lower_le + (le - lower_le) * ((rank - lower_count) / span if span else 1)
+        lower_le, lower_count = le, count
+    return None
+
+
+def counter(text: str, name: str, keep: Callable[[Mapping[str, str]], bool] = bool) -> float:
+    return sum(v for labels, v in samples(text, name) if keep(labels) or not labels)
+
+
+# --------------------------------------------------------------------------------------------
+# Load
+
+
+class Churn:
+    """Creates pods at a rate with a pool of workers and deletes each `lifetime` s later."""
+
+    def __init__(self, api: Api, tenants: int, *, workers: int, first_serial: int) -> None:
+        self.api, self.tenants, self.workers = api, tenants, workers
+        self.serial = first_serial
+        self.lock = threading.Lock()
+        self.statuses: dict[int, int] = {}
+        self.latencies: list[float] = []
+        self.to_delete: queue.Queue[tuple[float, str, str]] = queue.Queue()
+        self.rewritten = False
+
+    def _next(self) -> int:
+        with self.lock:
+            self.serial += 1
+            return self.serial
+
+    def _count(self, status: int) -> None:
+        with self.lock:
+            self.statuses[status] = self.statuses.get(status, 0) + 1
+
+    def create(
+        self, *, rate: float | None, seconds: float, limit: int, lifetime: float | None
+    ) -> int:
+        """Create pods for `seconds` (at most `limit`; `rate` per second, or as fast as the
+        workers go); returns how many were created."""
+        deadline = time.monotonic() + seconds
+        created = [0]
+        started = time.monotonic()
+
+        def work(slot: int) -> None:
+            while time.monotonic() < deadline:
+                with self.lock:
+                    if created[0] >= limit:
+                        return
+                    index = created[0]
+                    created[0] += 1
+                if rate is not None:
+                    due = started + index / rate
+                    pause = due - time.monotonic()
+                    if pause > 0:
+                        time.sleep(pause)
+                manifest = gpu_pod(self._next(), self.tenants, rewritten=self.rewritten)
+                namespace = manifest["metadata"]["namespace"]
+                t0 = time.monotonic()
+                try:
+                    status, _ = self.api.request(
+                        "POST", f"/api/v1/namespaces/{namespace}/pods", manifest
+                    )
+                except OSError:
+                    status = 0
+                self._count(status)
+                with self.lock:
+                    self.latencies.append(time.monotonic() - t0)
+                if status == 201 and lifetime is not None:
+                    self.to_delete.put(
+                        (time.monotonic() + lifetime, namespace, manifest["metadata"]["name"])
+                    )
+
+        threads = [
+            threading.Thread(target=work, args=(s,), daemon=True) for s in range(self.workers)
+        ]
+        for thread in threads:
+            thread.start()
+        reported = time.monotonic()
+        while any(t.is_alive() for t in threads):
+            time.sleep(0.2)
+            if time.monotonic() - reported > 10:
+                reported = time.monotonic()
+                print(f"    {created[0]:,} pods sent, load {load_average()[0]:.1f}", flush=True)
+        return int(sum(v for k, v in self.statuses.items() if k == 201))
+
+    def delete_due(self, until: float) -> int:
+        """Delete the pods whose time has come, until `until` (monotonic); returns how many."""
+        deleted = 0
+        while time.monotonic() < until:
+            try:
+                due, namespace, name = self.to_delete.get(timeout=0.5)
+            except queue.Empty:
+                continue
+            pause = due - time.monotonic()
+            if pause > 0:
+                time.sleep(min(pause, max(until - time.monotonic(), 0)))
+            try:
+                status, _ = self.api.request(
+                    "DELETE", f"/api/v1/namespaces/{namespace}/pods/{name}?gracePeriodSeconds=0"
+                )
+            except OSError:
+                status = 0
+            deleted += status in (200, 202)
+        return deleted
+
+
+# --------------------------------------------------------------------------------------------
+# Processes
+
+
+class Watched:
+    """CPU and peak memory of one process, sampled at the start and end of a phase."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+        self.cpu = cpu_seconds_of(pid)
+
+    def since(self) -> dict[str, float]:
+        return {
+            "cpu_s": round(cpu_seconds_of(self.pid) - self.cpu, 2),
+            "peak_rss_mb": round(max_rss_mb_of(self.pid), 1),
+        }
+
+
+def controller_metrics(controller: ControllerProcess) -> str:
+    return scrape(f"{controller.url}/metrics")
+
+
+def leader_of(controllers: list[ControllerProcess]) -> ControllerProcess | None:
+    for controller in controllers:
+        if controller.process.alive() and controller.leader():
+            return controller
+    return None
+
+
+def intervals(text: str) -> float:
+    return counter(
+        text,
+        "quotaguard_controller_intervals_total",
+        lambda labels: labels.get("outcome") == "planned",
+    )
+
+
+def writes(text: str) -> float:
+    return counter(
+        text,
+        "quotaguard_queue_writes_total",
+        lambda labels: labels.get("result") in ("updated", "created"),
+    )
+
+
+def churn_phase(
+    cluster: Cluster, api: Api, churn: Churn, controllers: list[ControllerProcess], args: Any
+) -> dict[str, Any]:
+    """One churn window: creations at the rate, deletions 20 s after each; the API server's
+    histograms and the controllers' counters before and after."""
+    before = apiserver_metrics(api)
+    leader = leader_of(controllers)
+    watched = Watched(leader.process.popen.pid) if leader and leader.process.popen else None
+    leader_before = controller_metrics(leader) if leader else ""
+    churn.statuses.clear()
+    churn.latencies.clear()
+    deleter_until = time.monotonic() + args.churn_seconds + 25
+    deleted: list[int] = []
+    deleters = [
+        threading.Thread(
+            target=lambda: deleted.append(churn.delete_due(deleter_until)), daemon=True
+        )
+        for _ in range(4)
+    ]
+    for deleter in deleters:
+        deleter.start()
+    started = time.monotonic()
+    created = churn.create(
+        rate=args.rate, seconds=args.churn_seconds, limit=int(args.rate * args.churn_seconds),
+        lifetime=20.0,
+    )  # fmt: skip
+    seconds = time.monotonic() - started
+    for deleter in deleters:
+        deleter.join()
+    after = apiserver_metrics(api)
+    leader_after = controller_metrics(leader) if leader else ""
+
+    def quotaguard_hook(labels: Mapping[str, str]) -> bool:
+        return "quotaguard" in labels.get("name", "") and labels.get("operation") == "CREATE"
+
+    def pod_create(labels: Mapping[str, str]) -> bool:
+        return labels.get("verb") == "POST" and labels.get("resource") == "pods"
+
+    hook = minus(
+        histogram(after, "apiserver_admission_webhook_admission_duration_seconds", quotaguard_hook),
+        histogram(
+            before, "apiserver_admission_webhook_admission_duration_seconds", quotaguard_hook
+        ),
+    )
+    request = minus(
+        histogram(after, "apiserver_request_duration_seconds", pod_create),
+        histogram(before, "apiserver_request_duration_seconds", pod_create),
+    )
+    rejections = counter(after, "apiserver_admission_webhook_rejection_count", quotaguard_hook) - (
+        counter(before, "apiserver_admission_webhook_rejection_count", quotaguard_hook)
+    )
+    fail_open = counter(after, "apiserver_admission_webhook_fail_open_count", quotaguard_hook) - (
+        counter(before, "apiserver_admission_webhook_fail_open_count", quotaguard_hook)
+    )
+
+    def ms(value: float | None) -> float | None:
+        return None if value is None else round(value * 1000, 2)
+
+    result: dict[str, Any] = {
+        "created": created,
+        "deleted": sum(deleted),
+        "seconds": round(seconds, 1),
+        "creations_per_s": round(created / seconds, 1),
+        "statuses": {str(k): v for k, v in sorted(churn.statuses.items())},
+        "pod_create_p50_ms": ms(quantile(request, 0.5)),
+        "pod_create_p99_ms": ms(quantile(request, 0.99)),
+        "quotaguard_webhook_calls": round(max(hook.values(), default=0)),
+        "quotaguard_webhook_p50_ms": ms(quantile(hook, 0.5)),
+        "quotaguard_webhook_p99_ms": ms(quantile(hook, 0.99)),
+        "quotaguard_webhook_rejections": rejections,
+        "quotaguard_webhook_fail_open": fail_open,
+        "load_average": round(load_average()[0], 2),
+    }
+    if watched is not None:
+        planned = intervals(leader_after) - intervals(leader_before)
+        cost = watched.since()
+        result["controller"] = {
+            **cost,
+            "intervals": planned,
+            "cpu_s_per_interval": round(cost["cpu_s"] / planned, 3) if planned else None,
+            "queue_writes": writes(leader_after) - writes(leader_before),
+        }
+    print(f"  {json.dumps(result)}", flush=True)
+    return result
+
+
+def cordon(api: Api, names: list[str], on: bool) -> None:
+    for name in names:
+        status, body = api.request(
+            "PATCH", f"/api/v1/nodes/{name}", {"spec": {"unschedulable": on}}
+        )
+        assert status == 200, body
+
+
+def intervals_to_converge(
+    controller: ControllerProcess, start: float, timeout: float
+) -> float | None:
+    """Planned intervals the leader ran since it had run `start` until every queue holds its
+    target."""
+    deadline = time.monotonic() + timeout
+    time.sleep(INTERVAL_S * 1.5)
+    while time.monotonic() < deadline:
+        if converged(controller.report()):
+            return intervals(controller_metrics(controller)) - start
+        time.sleep(1)
+    return None
+
+
+def nominal_sums(
+    versions: list[Version], policy_document: Mapping[str, Any]
+) -> list[tuple[Version, dict[str, int]]]:
+    """After each version (in etcd order), the sum of nominal quotas per GPU class over the
+    tenants' ClusterQueues (flavor = class name, as in config/samples/kueue)."""
+    classes = {c["name"]: c["resource"] for c in policy_document["spec"]["gpuClasses"]}
+    tenants = {t["queue"] for t in policy_document["spec"]["tenants"]}
+    latest: dict[str, dict[str, int]] = {}
+    found = []
+    # the state at the start first (all LISTED versions), then every change in etcd order
+    ordered = sorted(versions, key=lambda v: (v.event != "LISTED", v.resource_version))
+    listed = sum(v.event == "LISTED" for v in versions)
+    for index, version in enumerate(ordered):
+        if version.name not in tenants:
+            continue
+        if version.event == "DELETE":
+            latest.pop(version.name, None)
+        else:
+            quotas = gpu_quotas(version.obj)
+            latest[version.name] = {
+                name: int(quotas.get((name, resource), {}).get("nominalQuota") or 0)
+                for name, resource in classes.items()
+            }
+        if index >= listed - 1:
+            sum_of = {name: sum(q[name] for q in latest.values()) for name in classes}
+            found.append((version, sum_of))
+    return found
+
+
+def over_after_fitting(
+    sums: list[tuple[Version, dict[str, int]]], capacity: Mapping[str, int]
+) -> tuple[int, list[str]]:
+    """How many versions the cut took to fit `capacity` (the sum may exceed it only until the
+    controller's cuts have landed), and every version that exceeds it again after that."""
+    fitted: int | None = None
+    again: list[str] = []
+    for index, (version, sum_of) in enumerate(sums):
+        over = {k: v for k, v in sum_of.items() if v > capacity.get(k, v)}
+        if fitted is None:
+            if not over:
+                fitted = index
+        elif over:
+            again.append(f"{version.name}@{version.resource_version}: {over} > {dict(capacity)}")
+    return (len(sums) if fitted is None else fitted), again
+
+
+def implied_intervals(versions: list[Version], rebalance: Mapping[str, Any]) -> int:
+    """Intervals the step limit needs to move every queue from its first to its last nominal
+    quota in `versions` (one step per interval; a raise moves by step_allowed at most)."""
+    first: dict[tuple[str, str], int] = {}
+    last: dict[tuple[str, str], int] = {}
+    for version in sorted(versions, key=lambda v: v.resource_version):
+        if version.event == "DELETE":
+            continue
+        for key, quota in gpu_quotas(version.obj).items():
+            nominal = int(quota["nominalQuota"] or 0)
+            first.setdefault((version.name, key[1]), nominal)
+            last[(version.name, key[1])] = nominal
+    most = 0
+    for key, start in first.items():
+        now, steps = start, 0
+        while now < last[key]:
+            now, steps = now + step_allowed(now, rebalance), steps + 1
+        most = max(most, steps + (1 if last[key] < start else 0))
+    return most
+
+
+def capacity(node_list: list[dict[str, Any]], policy_document: Mapping[str, Any]) -> dict[str, int]:
+    """Healthy capacity x usableCapacityPercent per class: what no sum of nominal quotas may
+    exceed (the planner's distributable is this less what pods of no tenant hold)."""
+    percent = float(policy_document["spec"]["rebalance"].get("usableCapacityPercent", 100))
+    classes = {c["name"]: c["resource"] for c in policy_document["spec"]["gpuClasses"]}
+    return {
+        name: math.floor(
+            sum(int(n["status"]["allocatable"].get(resource, 0)) for n in node_list) * percent / 100
+        )
+        for name, resource in classes.items()
+    }
+
+
+def distributable(controller: ControllerProcess) -> dict[str, int]:
+    report = controller.report() or {}
+    return {c["name"]: int(c["distributable"]) for c in report.get("classes", [])}
+
+
+# --------------------------------------------------------------------------------------------
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--nodes", type=int, default=2000)
+    parser.add_argument("--tenants", type=int, default=300)
+    parser.add_argument("--pods", type=int, default=50_000, help="steady-state pods, at most")
+    parser.add_argument("--create-minutes", type=float, default=10.0)
+    parser.add_argument("--rate", type=float, default=100.0, help="churn creations per second")
+    parser.add_argument("--churn-seconds", type=float, default=60.0)
+    parser.add_argument("--workers", type=int, default=16)
+    args = parser.parse_args()
+    toolchain = build.toolchain()
+    kueue_binary = build.kueue_binary()
+    if toolchain.missing() or kueue_binary is None:
+        print(f"e2e toolchain missing; run `python -m e2e.build --optional`: {toolchain.missing()}")
+        return 2
+    results: dict[str, Any] = {"parameters": vars(args)}
+    cluster = Cluster(toolchain, controllers=True, kwok=True)
+    cluster.start()
+    try:
+        api = Api(cluster)
+        t0 = time.monotonic()
+        for node in nodes(args.nodes):
+            status, body = api.request("POST", "/api/v1/nodes", node)
+            assert status in (201, 409), body
+        wait_until(
+            lambda: sum(cluster.node_ready(n) for n in ("h100-0000", "mig-0000")) == 2,
+            timeout=120,
+            what="kwok nodes ready",
+        )
+        results["nodes_seconds"] = round(time.monotonic() - t0, 1)
+        print(f"{args.nodes} nodes in {results['nodes_seconds']} s", flush=True)
+        for i in range(args.tenants):
+            body = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": tenant_name(i)}}
+            status, answer = api.request("POST", "/api/v1/namespaces", body)
+            assert status in (201, 409), answer
+        cluster.apply(sample_documents(KUEUE_SAMPLES, "resourceflavors.yaml"))
+        for i in range(args.tenants):
+            cluster.create(cluster_queue(i))
+            cluster.create(local_queue(i))
+        kueue = start_kueue(cluster, kueue_binary, frameworks=["pod"])
+        policy_document = policy(args.tenants)
+        policy_file = write_document(cluster.workdir / "policy.yaml", policy_document)
+        webhook = cluster.serve_quotaguard(policy_file, components="webhook")
+        controllers = [
+            serve_controller(
+                cluster, policy_file, pod_name=f"controller-{n}", lease_namespace=LEASE_NAMESPACE
+            )
+            for n in range(2)
+        ]
+        wait_until(lambda: leader_of(controllers) is not None, timeout=120, what="a leader")
+        watched = {
+            "kube-apiserver": Watched(cluster.processes["kube-apiserver"].popen.pid),  # type: ignore[union-attr]
+            "kueue": Watched(kueue.process.popen.pid),  # type: ignore[union-attr]
+            "webhook": Watched(webhook.process.popen.pid),  # type: ignore[union-attr]
+        }
+
+        print(f"steady state: up to {args.pods:,} pods for {args.create_minutes} min", flush=True)
+        churn = Churn(api, args.tenants, workers=args.workers, first_serial=0)
+        started = time.monotonic()
+        steady = churn.create(
+            rate=None, seconds=args.create_minutes * 60, limit=args.pods, lifetime=None
+        )
+        seconds = time.monotonic() - started
+        results["steady"] = {
+            "created": steady,
+            "seconds": round(seconds, 1),
+            "per_second": round(steady / seconds, 1),
+            "statuses": {str(k): v for k, v in sorted(churn.statuses.items())},
+        }
+        print(f"  {json.dumps(results['steady'])}", flush=True)
+        time.sleep(INTERVAL_S * 2)
+
+        print(f"churn with quotaguard's webhooks, {args.rate}/s", flush=True)
+        results["churn_with"] = churn_phase(cluster, api, churn, controllers, args)
+        cluster.unregister_webhooks(webhook.webhooks)
+        time.sleep(3)
+        print("churn without quotaguard's webhooks (same run, pods sent as it rewrites them)")
+        churn.rewritten = True
+        results["churn_without"] = churn_phase(cluster, api, churn, controllers, args)
+        churn.rewritten = False
+        webhook = dataclasses.replace(
+            webhook, webhooks=cluster.register_webhooks(webhook.webhook_port, cert=webhook.cert)
+        )
+        time.sleep(3)
+
+        leader = leader_of(controllers)
+        assert leader is not None
+        print("convergence: cordon 10% of the nodes, then uncordon", flush=True)
+        cordoned = [n["metadata"]["name"] for n in nodes(args.nodes)][::10]
+        full = distributable(leader)
+        rebalance = policy_document["spec"]["rebalance"]
+        history = EtcdHistory(cluster).begin()
+        start = intervals(controller_metrics(leader))
+        cordon(api, cordoned, True)
+        down = intervals_to_converge(leader, start, timeout=300)
+        reduced = distributable(leader)
+        cut = history.versions()
+        history = EtcdHistory(cluster).begin()
+        start = intervals(controller_metrics(leader))
+        cordon(api, cordoned, False)
+        up = intervals_to_converge(leader, start, timeout=300)
+        raised = history.versions()
+        all_nodes = nodes(args.nodes)
+        whole = capacity(all_nodes, policy_document)
+        kept = capacity(
+            [n for n in all_nodes if n["metadata"]["name"] not in set(cordoned)], policy_document
+        )
+        cut_versions, over_again = over_after_fitting(nominal_sums(cut, policy_document), kept)
+        problems = [
+            *history_problems(cut, policy_document, whole, check_steps=False),
+            *over_again,
+            *history_problems(raised, policy_document, whole, check_steps=True),
+        ]
+        results["convergence"] = {
+            "cordoned_nodes": len(cordoned),
+            "distributable_full": full,
+            "distributable_cordoned": reduced,
+            "capacity_full": whole,
+            "capacity_cordoned": kept,
+            "intervals_after_cordon": down,
+            "queue_versions_until_within_capacity": cut_versions,
+            "intervals_after_uncordon": up,
+            "intervals_the_step_limit_implies": implied_intervals(raised, rebalance),
+            "queue_versions": len(cut) + len(raised),
+            "problems": problems[:20],
+            "problem_count": len(problems),
+        }
+        print(f"  {json.dumps(results['convergence'])[:2000]}", flush=True)
+
+        print("leadership: the leader killed mid-churn", flush=True)
+        history = EtcdHistory(cluster).begin()
+        leader = leader_of(controllers)
+        assert leader is not None and leader.process.popen is not None
+        other = next(c for c in controllers if c is not leader)
+        leader_process = leader.process.popen
+        killed_at: list[float] = []
+
+        def kill() -> None:
+            killed_at.append(time.monotonic())
+            leader_process.send_signal(signal.SIGKILL)
+
+        threading.Timer(10.0, kill).start()
+        churn.statuses.clear()
+        churn.create(rate=args.rate / 2, seconds=30, limit=int(args.rate * 15), lifetime=None)
+        wait_until(
+            lambda: (lease_holder(cluster, LEASE_NAMESPACE) or "").startswith(f"{other.pod_name}-"),
+            timeout=120,
+            interval=0.2,
+            what="the standby holding the Lease",
+        )
+        took_over = time.monotonic() - killed_at[0]
+        time.sleep(INTERVAL_S * 3)
+        versions = history.versions()
+        problems = history_problems(
+            versions,
+            policy_document,
+            capacity(nodes(args.nodes), policy_document),
+            check_steps=True,
+        )
+        results["leadership"] = {
+            "takeover_s": round(took_over, 1),
+            "lease_duration_s": 15,
+            "retry_period_s": 5,
+            "queue_versions": len(versions),
+            "problems": problems[:20],
+            "problem_count": len(problems),
+        }
+        print(f"  {json.dumps(results['leadership'])}", flush=True)
+        results["processes"] = {name: w.since() for name, w in watched.items()}
+    finally:
+        cluster.stop()
+        cluster.cleanup()
+
+    with_, without = results["churn_with"], results["churn_without"]
+    added = (
+        None
+        if with_["pod_create_p99_ms"] is None or without["pod_create_p99_ms"] is None
+        else round(with_["pod_create_p99_ms"] - without["pod_create_p99_ms"], 2)
+    )
+    controller = with_.get("controller") or {}
+    verdicts = {
+        "added_p99_ms": added,
+        "added_p99_ok": added is not None and added <= ADDED_P99_TARGET_MS,
+        "webhook_errors": with_["quotaguard_webhook_fail_open"],
+        "controller_rss_ok": (controller.get("peak_rss_mb") or 1e9) < RSS_TARGET_MB,
+        "interval_cpu_ok": (controller.get("cpu_s_per_interval") or 1e9) < INTERVAL_CPU_TARGET_S,
+        "convergence_ok": results["convergence"]["problem_count"] == 0,
+        "leadership_ok": results["leadership"]["problem_count"] == 0,
+    }
+    results["verdicts"] = verdicts
+    path = write_result("scale_e2e", results)
+    print(json.dumps(verdicts, indent=2))
+    print(f"wrote {path.relative_to(ROOT)}; machine {machine()}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
