@@ -653,8 +653,16 @@ def main() -> int:
             assert status in (201, 409), answer
         cluster.apply(sample_documents(KUEUE_SAMPLES, "resourceflavors.yaml"))
         for i in range(args.tenants):
-            cluster.create(cluster_queue(i))
-            cluster.create(local_queue(i))
+            for path, body in (
+                ("/apis/kueue.x-k8s.io/v1beta2/clusterqueues", cluster_queue(i)),
+                (
+                    f"/apis/kueue.x-k8s.io/v1beta2/namespaces/{tenant_name(i)}/localqueues",
+                    local_queue(i),
+                ),
+            ):
+                status, answer = api.request("POST", path, body)
+                assert status in (201, 409), answer
+        print(f"{args.tenants} tenants' namespaces and queues", flush=True)
         kueue = start_kueue(cluster, kueue_binary, frameworks=["pod"])
         policy_document = policy(args.tenants)
         policy_file = write_document(cluster.workdir / "policy.yaml", policy_document)
