@@ -78,6 +78,14 @@ def register(verbs: Any) -> None:
         help="how often the certificate files are checked for changes",
     )
     parser.add_argument(
+        "--prometheus-url",
+        metavar="URL",
+        help="GPU telemetry for the controller: a Prometheus server that scrapes dcgm-exporter "
+        "(faulty GPUs leave capacity, idle allocations are reported); unset or unreachable: "
+        "planning goes on without it",
+    )
+    parser.add_argument("--prometheus-timeout", type=_positive, default=10.0, metavar="SECONDS")
+    parser.add_argument(
         "--shutdown-timeout",
         type=_positive,
         default=25.0,
@@ -122,6 +130,8 @@ def run(args: argparse.Namespace) -> int:
         policy_poll_interval=args.policy_poll_interval,
         tls_poll_interval=args.tls_poll_interval,
         shutdown_timeout=args.shutdown_timeout,
+        prometheus_url=args.prometheus_url,
+        prometheus_timeout=args.prometheus_timeout,
     )
     try:
         resolve_components(components)  # imported now, so that the freeze below covers them

@@ -18,7 +18,15 @@ async def start(ctx: ServeContext) -> None:
     except Exception as exc:
         where = ctx.options.kubeconfig or "in-cluster configuration"
         raise StartupError(f"cannot configure the Kubernetes client from {where}: {exc}") from exc
-    controller = Controller(ctx.store, clients, ControllerSettings(mode=ctx.options.mode))
+    controller = Controller(
+        ctx.store,
+        clients,
+        ControllerSettings(
+            mode=ctx.options.mode,
+            prometheus_url=ctx.options.prometheus_url,
+            prometheus_timeout=ctx.options.prometheus_timeout,
+        ),
+    )
     ctx.shared[SHARED_KEY] = controller
     stop = asyncio.Event()
     ctx.run_task("controller", controller.run(stop))

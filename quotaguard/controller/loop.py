@@ -59,7 +59,7 @@ from quotaguard.geometry.report import layout_rows
 from quotaguard.kube.values import utc_timestamp
 from quotaguard.policy.model import Mode, TenantPolicy
 from quotaguard.quota.cluster import ResourceQuota, parse_objects
-from quotaguard.quota.demand import demand_of
+from quotaguard.quota.demand import activity_of, demand_of
 from quotaguard.quota.diff import QueueChange, writes_for
 from quotaguard.quota.planner import Plan, TenantPlan
 from quotaguard.quota.queues import QueueState, current_state
@@ -74,6 +74,10 @@ from quotaguard.reports.metrics import (
     publish_report,
     record_writes,
 )
+from quotaguard.telemetry.client import PrometheusClient, TelemetryError
+from quotaguard.telemetry.facts import GpuFacts, judge, no_telemetry
+from quotaguard.telemetry.health import HealthMemory
+from quotaguard.telemetry.series import GpuMetrics
 
 log = logging.getLogger("quotaguard.controller")
 
@@ -99,6 +103,9 @@ class ControllerSettings:
     # the elector's renew_deadline - renew_period (5 s), or no write could ever start.
     write_timeout: float = 4.0
     watch_settings: Callable[[], WatchSettings] = WatchSettings
+    # GPU telemetry (dcgm-exporter's series) from this Prometheus server; None: none
+    prometheus_url: str | None = None
+    prometheus_timeout: float = 10.0
 
 
 @dataclass
@@ -157,6 +164,7 @@ class Controller:
         self.leader: LeaderElector | None = None
         self._watch_configs: dict[str, object] = {}
         self._state = PlanState()  # carried from one planning step to the next
+        self._health = HealthMemory()  # faulty GPUs' quiet periods, carried the same way
         self._last_changes: dict[tuple[str, str], dict[str, Any]] = {}
         self._last_targets: dict[tuple[str, str], int] = {}
         self._managed_generation: object = None
@@ -316,7 +324,10 @@ class Controller:
         CONTROLLER_STALE.set(0)
         now = self.clock()
         objects = [obj for watch in self.watches.values() for obj in watch.objects()]
-        the_plan, current, report = await asyncio.to_thread(self._plan, policy, mode, objects, now)
+        metrics = await asyncio.to_thread(self._gpu_metrics, policy, now)
+        the_plan, current, report = await asyncio.to_thread(
+            self._plan, policy, mode, objects, now, metrics
+        )
         outcomes: list[WriteOutcome] = []
         if mode == "apply" and self.is_leader():
             outcomes = await asyncio.to_thread(self._write_all, policy, the_plan, current)
@@ -341,15 +352,53 @@ class Controller:
             return f"watch not synced: {', '.join(unsynced)}"
         return None
 
+    def _gpu_metrics(self, policy: TenantPolicy, now: float) -> GpuMetrics | str:
+        """GPU telemetry from Prometheus, or why there is none (blocking; a worker thread).
+        Never raises: without telemetry the controller plans as it would without the flag."""
+        url = self.settings.prometheus_url
+        if url is None:
+            return "no --prometheus-url given"
+        try:
+            client = PrometheusClient(url, timeout=self.settings.prometheus_timeout)
+            return client.gpu_metrics(policy.spec.rebalance, now=now)
+        except TelemetryError as exc:
+            log.warning("planning without GPU telemetry: %s", exc)
+            return str(exc)
+
+    def _gpu_facts(
+        self, policy: TenantPolicy, metrics: GpuMetrics | str, nodes: list[str], now: float
+    ) -> GpuFacts:
+        if isinstance(metrics, str):
+            return no_telemetry(metrics, self.settings.prometheus_url)
+        facts, self._health = judge(
+            metrics, nodes=nodes, rebalance=policy.spec.rebalance, memory=self._health, now=now
+        )
+        if facts.warnings:
+            log.warning("GPU telemetry: series skipped: %s", dict(facts.warnings))
+        return facts
+
     def _plan(
-        self, policy: TenantPolicy, mode: Mode, objects: list[JsonObject], now: float
+        self,
+        policy: TenantPolicy,
+        mode: Mode,
+        objects: list[JsonObject],
+        now: float,
+        metrics: GpuMetrics | str = "no --prometheus-url given",
     ) -> tuple[Plan, dict[str, QueueState], dict[str, Any]]:
         """The pure part, with the state carried between intervals (runs in a worker thread)."""
         snapshot = parse_objects(objects, gpu_resources=policy.gpu_resources)
-        seen = observe(policy, demand_of(policy, snapshot), now, self._state)
+        facts = self._gpu_facts(policy, metrics, [node.name for node in snapshot.nodes], now)
+        observed = demand_of(policy, snapshot, activity=facts.activity)
+        seen = observe(policy, observed, now, self._state)
         # Layouts first: quotas are planned on the capacity they leave (changing nodes at 0).
         self._layouts, capacity = plan_capacity(
-            policy, snapshot.nodes, snapshot.pods, seen.demand, now=now, weights=seen.weights
+            policy,
+            snapshot.nodes,
+            snapshot.pods,
+            seen.demand,
+            now=now,
+            weights=seen.weights,
+            faulty_gpus=facts.faulty,
         )
         self._layout_views = (
             node_views(policy, snapshot.nodes, snapshot.pods) if self._layouts.nodes else []
@@ -363,7 +412,11 @@ class Controller:
         if the_plan.mode != mode:
             the_plan = _with_mode(the_plan, mode)
         report = build_report(
-            the_plan, current=current, generated_at=datetime.fromtimestamp(now, UTC)
+            the_plan,
+            current=current,
+            generated_at=datetime.fromtimestamp(now, UTC),
+            activity=activity_of(policy, snapshot, facts.activity),
+            telemetry=facts.summary(),
         )
         report["nodes"] = layout_rows(self._layouts)
         return the_plan, current, report

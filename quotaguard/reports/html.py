@@ -93,6 +93,8 @@ def _tenant_table(tenant: Mapping[str, Any]) -> str:
             + _moved(row, "borrowingLimit")
             + _moved(row, "lendingLimit")
             + _cell(row.get("usage"), "over" if over else "")
+            + _cell(row.get("used"))
+            + _cell(row.get("idle"))
             + _cell(row.get("pending"))
             + _cell(_last_change(row.get("lastChange")), "text")
             + _cell(row.get("reason"), "text")
@@ -106,11 +108,13 @@ def _tenant_table(tenant: Mapping[str, Any]) -> str:
         "borrowing",
         "lending",
         "usage",
+        "used",
+        "idle",
         "pending",
         "last change",
         "reason",
     )
-    return _table(header, rows, text_columns=(8, 9))
+    return _table(header, rows, text_columns=(10, 11))
 
 
 def _bars(tenant: Mapping[str, Any]) -> str:
@@ -161,13 +165,19 @@ def _capacity_table(report: Mapping[str, Any]) -> str:
         + _cell(row.get("capacity"))
         + _cell(row.get("heldOutside"))
         + _cell(row.get("distributable"))
+        + _cell(
+            "; ".join(f"{g['node']} GPU {g['gpu']}: {g['reason']}" for g in row["faultyGpus"])
+            if row.get("faultyGpus")
+            else "-",
+            "text",
+        )
         + "</tr>"
         for row in report.get("classes", ())
     ]
     return _table(
-        ("class", "resource", "capacity", "outside tenants", "distributable"),
+        ("class", "resource", "capacity", "outside tenants", "distributable", "faulty GPUs"),
         rows,
-        text_columns=(1,),
+        text_columns=(1, 5),
     )
 
 

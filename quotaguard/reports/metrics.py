@@ -63,6 +63,22 @@ QUOTA_FIELDS: Final = (
     QuotaField("quotaguard_quota_usage", "Admitted or running demand.", "usage"),
     QuotaField("quotaguard_quota_pending", "Pending demand (smoothed).", "pending"),
     QuotaField(
+        "quotaguard_quota_allocated",
+        "Allocated units (admitted or running), next to quotaguard_quota_used.",
+        "allocated",
+    ),
+    QuotaField(
+        "quotaguard_quota_used",
+        "Allocated units weighted by their GPUs' activity (DCGM); absent without telemetry.",
+        "used",
+    ),
+    QuotaField(
+        "quotaguard_quota_idle",
+        "Allocated units whose GPUs were idle (below idleBelow for idleFor); absent without "
+        "telemetry.",
+        "idle",
+    ),
+    QuotaField(
         "quotaguard_quota_current_nominal",
         "Nominal quota the queue has now (what Kueue or Volcano enforces).",
         "nominal",
@@ -102,6 +118,11 @@ CLASS_FIELDS: Final = (
         "Sum of the tenants' configured guarantees per GPU class (above distributable: the "
         "guarantees cannot all be met).",
         "configuredGuarantee",
+    ),
+    QuotaField(
+        "quotaguard_class_faulty_gpus",
+        "GPUs (or nodes, by a node condition) of the class out of capacity as faulty.",
+        "faultyGpuCount",
     ),
 )
 
@@ -212,7 +233,11 @@ def _class_families(
         name = str(row["name"])
         facts = classes.get(name) or ClassFacts("", str(row.get("resource") or ""), 1.0)
         labels = [name, facts.flavor, str(row.get("resource") or facts.resource)]
-        values = {**row, "configuredGuarantee": guaranteed.get(name, 0.0)}
+        values = {
+            **row,
+            "configuredGuarantee": guaranteed.get(name, 0.0),
+            "faultyGpuCount": len(row.get("faultyGpus") or ()),
+        }
         for field in CLASS_FIELDS:
             value = _number(values.get(field.key))
             if value is not None:

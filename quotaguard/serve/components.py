@@ -63,6 +63,8 @@ class ServeOptions:
     policy_poll_interval: float = DEFAULT_POLL_INTERVAL
     tls_poll_interval: float = 5.0
     shutdown_timeout: float = 25.0
+    prometheus_url: str | None = None  # GPU telemetry for the controller
+    prometheus_timeout: float = 10.0
 
 
 Component = Callable[["ServeContext"], Awaitable[None]]

@@ -1,0 +1,50 @@
+"""Every report form shows allocated against used, idle units and faulty GPUs."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from quotaguard.cli import main
+from quotaguard.quota.report import csv_rows
+from quotaguard.reports.html import render_report_page
+from quotaguard.reports.metrics import class_facts, quota_families
+from tests.quota.test_cluster import FIXTURE, SAMPLE
+
+POLICY = str(Path(__file__).parents[2] / "config" / "policy.yaml")
+SCRAPE = Path(__file__).parents[1] / "fixtures" / "telemetry" / "dcgm-scrape.txt"
+
+
+@pytest.fixture
+def report(capsys: pytest.CaptureFixture[str]) -> dict:
+    argv = ["plan", "--policy", POLICY, "--snapshot", str(FIXTURE), "--gpu-metrics", str(SCRAPE)]
+    assert main([*argv, "--output", "json"]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def test_csv_has_allocated_used_idle_and_faulty_columns(report: dict) -> None:
+    rows = csv_rows(report)
+    header = rows[0]
+    training = next(r for r in rows if r[0] == "training" and r[header.index("class")] == "h100")
+    cell = dict(zip(header, training, strict=True))
+    assert (cell["allocated"], cell["idle"], cell["faultyGpus"]) == ("20", "4", "2")
+    assert float(cell["used"]) == pytest.approx(8 * 0.93 + 4 * 0.01)
+
+
+def test_html_names_the_faulty_gpus_and_idle_units(report: dict) -> None:
+    page = render_report_page(report, [], now=0)
+    assert "h100-01 GPU 3: XID 79" in page
+    assert "<th>idle</th>" in page and "<th>used</th>" in page
+
+
+def test_metrics_carry_idle_used_and_faulty_gpus(report: dict) -> None:
+    samples = {
+        (s.name, s.labels.get("tenant"), s.labels.get("class")): s.value
+        for family in quota_families(report, class_facts(SAMPLE))
+        for s in family.samples
+    }
+    assert samples[("quotaguard_quota_idle", "training", "h100")] == 4
+    assert samples[("quotaguard_quota_allocated", "training", "h100")] == 20
+    assert samples[("quotaguard_class_faulty_gpus", None, "h100")] == 2
