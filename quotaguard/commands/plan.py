@@ -44,7 +44,13 @@ def register(verbs: Any) -> None:
         "cluster is found as kubectl finds it ($KUBECONFIG, ~/.kube/config, in-cluster)",
     )
     parser.add_argument("--context", help="kubeconfig context (default: the current one)")
-    parser.add_argument("-o", "--output", choices=("table", "json", "csv"), default="table")
+    parser.add_argument(
+        "-o",
+        "--output",
+        choices=("table", "json", "csv", "html"),
+        default="table",
+        help="table, json (the report shape), csv, or html (the /reports page, self-contained)",
+    )
     telemetry = parser.add_mutually_exclusive_group()
     telemetry.add_argument(
         "--gpu-metrics",
@@ -169,11 +175,11 @@ def _gpu_facts(args: argparse.Namespace, policy: Any, snapshot: Any) -> Any:
 
 def run(args: argparse.Namespace) -> int:
     from quotaguard.geometry.capacity import plan_capacity
-    from quotaguard.geometry.report import format_layouts, layout_rows
+    from quotaguard.geometry.report import layout_rows
     from quotaguard.quota.cluster import SnapshotError, load_snapshot, parse_objects
     from quotaguard.quota.demand import activity_of, demand_of
     from quotaguard.quota.queues import current_state
-    from quotaguard.quota.report import build_report, format_table, to_csv
+    from quotaguard.quota.report import build_report
     from quotaguard.quota.step import observe, plan_observed
 
     policy = read_policy(args.policy)
@@ -217,12 +223,24 @@ def run(args: argparse.Namespace) -> int:
         telemetry=facts.summary(),
     )
     report["nodes"] = layout_rows(layouts)
-    if args.output == "json":
-        print(json.dumps(report, indent=2))
-    elif args.output == "csv":
-        sys.stdout.write(to_csv(report))
-    else:
-        print("\n".join([format_table(report), *format_layouts(report["nodes"], layouts.mode)]))
+    sys.stdout.write(_render(report, args.output, layouts.mode))
     for problem in result.problems:  # errors go to stderr, whatever stdout shows
         print(f"{args.policy}: {problem}", file=sys.stderr)
     return 1 if result.problems else 0
+
+
+def _render(report: dict[str, Any], output: str, layout_mode: Any) -> str:
+    """The report as `--output` asks: the same dict behind every format."""
+    from quotaguard.geometry.report import format_layouts
+    from quotaguard.quota.report import format_table, to_csv
+
+    if output == "json":
+        return json.dumps(report, indent=2) + "\n"
+    if output == "csv":
+        return to_csv(report)
+    if output == "html":
+        from quotaguard.reports.html import render_report_page
+
+        return render_report_page(report, [], now=time.time(), refresh_seconds=None)
+    table = [format_table(report), *format_layouts(report["nodes"], layout_mode)]
+    return "\n".join(table) + "\n"

@@ -115,3 +115,14 @@ def test_unreachable_cluster_exits_2(capsys: pytest.CaptureFixture[str], tmp_pat
     code, out, err = run(capsys, "--kubeconfig", str(kubeconfig))
     assert (code, out) == (2, "")
     assert err.startswith(f"{kubeconfig}: cannot read the cluster:")
+
+
+def test_html_output_is_the_reports_page_without_a_cluster(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    code = main(["plan", "-p", POLICY, "--snapshot", str(FIXTURE), "-o", "html"])
+    page = capsys.readouterr().out
+    assert code in (0, 1)
+    assert page.startswith("<!DOCTYPE html>") and page.rstrip().endswith("</html>")
+    assert "<svg" in page and "gpu-platform" in page
+    assert 'http-equiv="refresh"' not in page  # a file, not a live page
