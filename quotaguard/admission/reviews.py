@@ -19,6 +19,7 @@ from quotaguard.admission.decision import Decision
 API_VERSION = "admission.k8s.io/v1"
 KIND = "AdmissionReview"
 OPERATIONS = frozenset({"CREATE", "UPDATE", "DELETE", "CONNECT"})
+MAX_WARNINGS = 20  # per response: each one is shown to the user by kubectl
 MAX_WARNING_LENGTH = 119  # the API server truncates warnings at 120 characters
 # Built once: `json.dumps` with any non-default argument builds a new encoder on every call.
 # ASCII output: a lone surrogate (valid JSON, invalid UTF-8) is escaped.
@@ -151,7 +152,10 @@ def build_response(uid: str, decision: Decision) -> AdmissionReview:
         response["patch"] = base64.b64encode(encode_json(decision.patch)).decode("ascii")
         response["patchType"] = "JSONPatch"
     if decision.warnings:
-        response["warnings"] = [_warning(text) for text in decision.warnings]
+        warnings = [_warning(text) for text in decision.warnings[:MAX_WARNINGS]]
+        if len(decision.warnings) > MAX_WARNINGS:
+            warnings[-1] = f"... and {len(decision.warnings) - MAX_WARNINGS + 1} more"
+        response["warnings"] = warnings
     if not decision.allowed:
         response["status"] = {
             "code": decision.code,

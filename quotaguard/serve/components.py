@@ -26,7 +26,7 @@ from aiohttp import web
 
 from quotaguard.kube.documents import read_error
 from quotaguard.policy.model import Mode
-from quotaguard.serve.http import ReadinessCheck, build_http_app
+from quotaguard.serve.http import ReadinessCheck, StatusReport, build_http_app
 from quotaguard.serve.policystore import DEFAULT_POLL_INTERVAL, PolicyStore
 
 log = logging.getLogger("quotaguard.serve")
@@ -82,6 +82,7 @@ class ServeContext:
     shared: dict[str, Any] = field(default_factory=dict)
     routes: list[web.AbstractRouteDef] = field(default_factory=list)
     readiness_checks: dict[str, ReadinessCheck] = field(default_factory=dict)
+    status_reports: dict[str, StatusReport] = field(default_factory=dict)
     tasks: dict[str, asyncio.Task[None]] = field(default_factory=dict)
     shutdown_callbacks: list[ShutdownCallback] = field(default_factory=list)
 
@@ -91,6 +92,10 @@ class ServeContext:
 
     def add_readiness_check(self, name: str, check: ReadinessCheck) -> None:
         self.readiness_checks[name] = check
+
+    def add_status(self, name: str, report: StatusReport) -> None:
+        """A JSON-able report shown under `name` on /readyz."""
+        self.status_reports[name] = report
 
     def run_task(self, name: str, coroutine: Coroutine[Any, Any, None]) -> None:
         """Run until shutdown, when it is cancelled. A task that ends on its own, by returning or
@@ -163,7 +168,10 @@ async def serve(
 async def _start_http(context: ServeContext) -> web.AppRunner:
     options = context.options
     app = build_http_app(
-        context.store, extra_routes=context.routes, readiness_checks=context.readiness_checks
+        context.store,
+        extra_routes=context.routes,
+        readiness_checks=context.readiness_checks,
+        status_reports=context.status_reports,
     )
     runner = web.AppRunner(app, access_log=None, shutdown_timeout=options.shutdown_timeout)
     await runner.setup()

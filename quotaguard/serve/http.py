@@ -33,11 +33,21 @@ def policy_readiness(store: PolicyStore) -> ReadinessCheck:
     return check
 
 
+StatusReport = Callable[[], object]
+"""What one part of the process reports on /readyz beside readiness (e.g. certificate expiry)."""
+
+
+def policy_status(store: PolicyStore) -> dict[str, object]:
+    in_force = store.policy.name if store.ready else None
+    return {"name": in_force, "generation": store.generation, "lastRefused": store.last_error}
+
+
 def build_http_app(
     store: PolicyStore,
     *,
     extra_routes: Iterable[web.AbstractRouteDef] = (),
     readiness_checks: Mapping[str, ReadinessCheck] | None = None,
+    status_reports: Mapping[str, StatusReport] | None = None,
     registry: CollectorRegistry = REGISTRY,
 ) -> web.Application:
     """The HTTP application; the policy check is always part of readiness."""
@@ -52,11 +62,16 @@ def build_http_app(
     async def healthz(_: web.Request) -> web.Response:
         return web.json_response({"status": "ok"})
 
+    reports: dict[str, StatusReport] = {"policy": lambda: policy_status(store)}
+    reports.update(status_reports or {})
+
     async def readyz(_: web.Request) -> web.Response:
         reasons = {name: reason for name, check in checks.items() if (reason := _run(check))}
+        status = {name: report() for name, report in reports.items()}
         if reasons:
-            return web.json_response({"ready": False, "reasons": reasons}, status=503)
-        return web.json_response({"ready": True, "generation": store.generation})
+            body = {"ready": False, "reasons": reasons, **status}
+            return web.json_response(body, status=503)
+        return web.json_response({"ready": True, "generation": store.generation, **status})
 
     app = web.Application()
     app[STORE_KEY] = store

@@ -75,6 +75,18 @@ class ReloadingCertificate:
     def not_after(self) -> datetime.datetime | None:
         return self._not_after
 
+    @property
+    def last_error(self) -> str | None:
+        """Why the last changed pair was refused; None once a good one is in force."""
+        return self._last_error
+
+    def status(self) -> dict[str, object]:
+        """For /readyz: the certificate in force and the last refused change."""
+        return {
+            "notAfter": self._not_after.isoformat() if self._not_after else None,
+            "lastRefused": self._last_error,
+        }
+
     def load(self) -> None:
         """Load the pair now; `CertificateError` (and no change) when it cannot be used."""
         stamp, cert_pem = self._read_stamp()
@@ -90,6 +102,7 @@ class ReloadingCertificate:
             return False
         try:
             context = self._build()
+            _check_validity(cert_pem, self.cert_file)
         except CertificateError as exc:
             return self._refuse(stamp, str(exc))
         self._install(stamp, context, cert_pem)
@@ -157,6 +170,22 @@ class ReloadingCertificate:
             extra={"cert_file": str(self.cert_file), "reason": reason},
         )
         return False
+
+
+def _check_validity(cert_pem: bytes, cert_file: Path) -> None:
+    """Refuse a certificate outside its validity period: put in force, every handshake would
+    fail, and the pair in force may well still be good."""
+    try:
+        certificate = x509.load_pem_x509_certificate(cert_pem)
+    except ValueError:
+        return  # load_cert_chain accepted it; nothing more to judge
+    now = datetime.datetime.now(datetime.UTC)
+    if now >= certificate.not_valid_after_utc:
+        when = certificate.not_valid_after_utc.isoformat()
+        raise CertificateError(f"{cert_file}: certificate expired at {when}")
+    if now < certificate.not_valid_before_utc:
+        when = certificate.not_valid_before_utc.isoformat()
+        raise CertificateError(f"{cert_file}: certificate not valid before {when}")
 
 
 def _not_after(cert_pem: bytes) -> datetime.datetime | None:

@@ -28,6 +28,7 @@ async def start(ctx: ServeContext) -> None:
     ctx.add_readiness_check(
         "tls", lambda: None if certificate.ready else "serving certificate not loaded"
     )
+    ctx.add_status("tls", certificate.status)
     app = build_webhook_app(ctx.store)
     runner = web.AppRunner(app, access_log=None, shutdown_timeout=options.shutdown_timeout)
     await runner.setup()

@@ -38,6 +38,14 @@ from quotaguard.serve.policystore import PolicyStore
 log = logging.getLogger("quotaguard.webhook")
 
 MAX_BODY_BYTES: Final = 7 * 1024 * 1024
+# Containers (all kinds, every pod template) one object may hold. Kubernetes sets no limit, but
+# a 2.5 MiB Pod of 24,000 GPU containers would cost seconds of CPU and a 13 MiB patch; past
+# this the object is denied with a message saying so (docs/deploy.md lists it).
+MAX_CONTAINERS: Final = 256
+# Bodies past this are decided in a worker thread, so that one large review never holds the
+# event loop (and every other review on it) for its whole decoding and decision.
+THREAD_BODY_BYTES: Final = 256 * 1024
+_CONTAINER_KEYS: Final = frozenset({"containers", "initContainers", "ephemeralContainers"})
 ADMISSION_API_VERSION: Final = "admission.k8s.io/v1"
 # Object kinds get their own metric label; anything else is "other", so that a client sending
 # made-up kinds cannot grow the number of series without bound.
@@ -117,6 +125,8 @@ def _endpoint(
             counter = counters[kind, result] = ADMISSION_REQUESTS.labels(operation, kind, result)
         counter.inc()
 
+    workers = asyncio.Semaphore(2)  # large reviews decided at once, each in its own thread
+
     async def handle(request: web.Request) -> web.Response:
         in_flight.enter()
         try:
@@ -125,8 +135,18 @@ def _endpoint(
             except web.HTTPRequestEntityTooLarge:
                 count("", "bad_request")
                 raise
+            except Exception as exc:  # a body that is not what its headers say (e.g. gzip)
+                count("", "bad_request")
+                log.info("unreadable request body", extra={"error": _short(exc)})
+                message = _error(f"request body unreadable: {_short(exc)}")
+                return web.Response(status=400, body=message, content_type="application/json")
             started = time.perf_counter()
-            status, payload, kind, result = answer(store, review, operation, body)
+            if len(body) > THREAD_BODY_BYTES:
+                async with workers:
+                    decided = await asyncio.to_thread(answer, store, review, operation, body)
+            else:
+                decided = answer(store, review, operation, body)
+            status, payload, kind, result = decided
             duration.observe(time.perf_counter() - started)
             count(kind, result)
             return web.Response(status=status, body=payload, content_type="application/json")
@@ -147,6 +167,10 @@ def answer(
         document = decode_review_body(body)
     except (ValueError, RecursionError) as exc:
         return 400, _error(f"request body is not JSON: {_short(exc)}"), "", "bad_request"
+    containers = _container_count(_request_field(document, "object"))
+    uid = _uid(document)
+    if containers > MAX_CONTAINERS and uid is not None:
+        return 200, _encode(too_many_containers_review(uid, containers)), _kind(document), "denied"
     try:
         response = review(policy, document, operation_path=operation)
         payload = _encode(response)
@@ -163,6 +187,40 @@ def answer(
         for tenant, reason in denial_labels(response):
             ADMISSION_DENIALS.labels(tenant, reason).inc()
     return 200, payload, _kind(document), result
+
+
+def _container_count(obj: Any) -> int:
+    """Containers anywhere in an object (pod templates of every kind), without recursion."""
+    total = 0
+    pending = [obj]
+    while pending:
+        node = pending.pop()
+        if isinstance(node, dict):
+            for key, value in node.items():
+                if key in _CONTAINER_KEYS and isinstance(value, list):
+                    total += len(value)
+                elif isinstance(value, dict | list):
+                    pending.append(value)
+        elif isinstance(node, list):
+            pending.extend(item for item in node if isinstance(item, dict | list))
+    return total
+
+
+def too_many_containers_review(uid: str, containers: int) -> AdmissionReview:
+    return {
+        "apiVersion": ADMISSION_API_VERSION,
+        "kind": "AdmissionReview",
+        "response": {
+            "uid": uid,
+            "allowed": False,
+            "status": {
+                "code": 403,
+                "reason": "Forbidden",
+                "message": f"quotaguard reviews at most {MAX_CONTAINERS} containers per object; "
+                f"this one has {containers}: split the workload",
+            },
+        },
+    }
 
 
 def internal_error_review(uid: str) -> AdmissionReview:

@@ -35,7 +35,25 @@ def test_readyz_is_503_until_the_policy_loads_then_200(policy_file: Path, certif
         server.call(store.load)
         status, body, _ = get(server.http_port, "/readyz")
         assert status == 200
-        assert json.loads(body) == {"ready": True, "generation": 1}
+        assert json.loads(body) == {
+            "ready": True,
+            "generation": 1,
+            "policy": {"name": "gpu-platform", "generation": 1, "lastRefused": None},
+        }
+
+
+def test_readyz_reports_a_refused_policy_while_the_last_good_one_stays(
+    policy_file: Path, certificate: Any
+) -> None:
+    store = PolicyStore(policy_file)
+    store.load()
+    with LiveServer(store, certificate) as server:
+        policy_file.write_text("spec: [")
+        server.call(store.reload_if_changed)
+        status, body, _ = get(server.http_port, "/readyz")
+        report = json.loads(body)
+        assert status == 200 and report["policy"]["name"] == "gpu-platform"
+        assert report["policy"]["lastRefused"] == "policy refused"
 
 
 def test_metrics_are_prometheus_text_with_admission_and_policy_series(server: LiveServer) -> None:
@@ -92,7 +110,8 @@ def test_extra_routes_and_readiness_checks(store: PolicyStore) -> None:
 
     reports, not_ready, ready, broken_check = asyncio.run(scenario())
     assert reports == (200, {"policy": "gpu-platform"})
-    assert not_ready == (503, {"ready": False, "reasons": {"controller": "no snapshot yet"}})
+    assert not_ready[0] == 503
+    assert not_ready[1]["reasons"] == {"controller": "no snapshot yet"}
     assert ready[0] == 200
     assert broken_check[0] == 503
     assert "boom" in broken_check[1]["reasons"]["broken"]

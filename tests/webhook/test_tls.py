@@ -149,3 +149,29 @@ def test_tls_1_2_and_1_3_are_accepted(server: LiveServer, certificates: Certific
             server.webhook_port, old_protocol_client(certificates, version)
         ) as connection:
             assert connection.version() == version.name.replace("v1_", "v1.")
+
+
+@pytest.mark.parametrize("window", ["expired", "not yet valid"])
+def test_a_certificate_outside_its_validity_is_refused_on_rotation(
+    server: LiveServer, certificates: Certificates, window: str
+) -> None:
+    import datetime
+
+    now = datetime.datetime.now(datetime.UTC)
+    day = datetime.timedelta(days=1)
+    span = (now - 3 * day, now - day) if window == "expired" else (now + day, now + 3 * day)
+    old = certificates.current
+    failures = REGISTRY.get_sample_value("quotaguard_tls_certificate_reload_failures_total") or 0.0
+    bad = certificates.ca.issue_cert("127.0.0.1", not_before=span[0], not_after=span[1])
+    bad.private_key_pem.write_to_path(str(certificates.key_file))
+    bad.cert_chain_pems[0].write_to_path(str(certificates.cert_file))
+    assert server.call(server.certificate.reload_if_changed) is False
+    assert (
+        REGISTRY.get_sample_value("quotaguard_tls_certificate_reload_failures_total")
+        == failures + 1
+    )
+    with handshake(server.webhook_port, certificates.client_context()) as connection:
+        assert connection.getpeercert(binary_form=True) == der(old)
+    status = server.certificate.status()
+    assert ("expired" if window == "expired" else "not valid before") in str(status["lastRefused"])
+    assert status["notAfter"] is not None
