@@ -42,6 +42,13 @@ def register(verbs: Any) -> None:
         "them to finish",
     )
     parser.add_argument(
+        "--scoring",
+        choices=("LeastAllocated", "MostAllocated"),
+        default="LeastAllocated",
+        help="how the simulated scheduler picks a node among those that fit (kube-scheduler's "
+        "NodeResourcesFit strategies): spread (LeastAllocated, the default) or pack",
+    )
+    parser.add_argument(
         "--no-progress", action="store_true", help="never draw a progress bar on stderr"
     )
     parser.set_defaults(run=run)
@@ -52,7 +59,9 @@ class ProgressBar:
 
     def __init__(self, stream: TextIO) -> None:
         self.stream = stream
-        self.arms = ("static", "dynamic", "reference")
+        from quotaguard.simulate.arms import ARMS
+
+        self.arms = tuple(ARMS)
 
     def __call__(self, arm: str, done: float) -> None:
         index = self.arms.index(arm) if arm in self.arms else 0
@@ -91,6 +100,7 @@ def run(args: argparse.Namespace) -> int:
             trace,
             static_baseline=args.static,
             preemption=PRESETS[args.preemption],
+            scoring=args.scoring,
             progress=bar,
         )
     finally:

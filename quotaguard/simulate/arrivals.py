@@ -6,6 +6,7 @@ A trace has `count` copies of each manifest and many entries share one, so the d
 
 from __future__ import annotations
 
+import itertools
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -14,9 +15,12 @@ from typing import Any
 from quotaguard.admission.engine import review_offline
 from quotaguard.admission.reviews import BadReview, make_review
 from quotaguard.kube.podspec import pod_gpus, pod_templates, workload_kind
-from quotaguard.policy.model import TenantPolicy
+from quotaguard.policy.model import GpuClass, TenantPolicy
+from quotaguard.simulate.placement import Gang, PodNeed
 from quotaguard.simulate.queueing import Request, request_of
 from quotaguard.simulate.trace import Trace
+
+MAX_OPTIONS = 8  # flavor combinations tried for one workload
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,6 +34,23 @@ class Verdict:
     gpus: float = 0.0  # the same in whole-GPU equivalents
     # GPU resources of the admitted object that no class of the policy offers
     unknown: tuple[str, ...] = ()
+    # every class assignment Kueue may try, in flavor order (the first is `request`), with
+    # its pods for placement and its whole-GPU equivalents
+    options: tuple[Request, ...] = ()
+    gangs: tuple[Gang, ...] = ()
+    option_gpus: tuple[float, ...] = ()
+
+    def gang_of(self, request: Request) -> Gang:
+        for option, gang in zip(self.options, self.gangs, strict=True):
+            if option == request:
+                return gang
+        return self.gangs[0] if self.gangs else ()
+
+    def gpus_of(self, request: Request) -> float:
+        for option, gpus in zip(self.options, self.option_gpus, strict=True):
+            if option == request:
+                return gpus
+        return self.gpus
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,6 +64,9 @@ class Arrival:
     verdict: Verdict
     priority: int = 0
     checkpoint_every: float | None = None  # seconds; None: an evicted run starts over
+    uses: float = 1.0  # share of `written.gpus` it keeps busy
+    # the workload as written, without quotaguard: nothing rewritten, nothing denied
+    written: Verdict = Verdict(allowed=True)
 
     def kept_of(self, ran: float) -> float:
         """Seconds of a run of `ran` seconds that survive an eviction (its last checkpoint)."""
@@ -55,7 +79,7 @@ class Arrival:
 class AdmissionCache:
     """(namespace, manifest as canonical JSON) -> verdict; counts what it saved."""
 
-    verdicts: dict[tuple[str, str], Verdict] = field(default_factory=dict)
+    verdicts: dict[tuple[str, str], tuple[Verdict, Verdict]] = field(default_factory=dict)
     hits: int = 0
     misses: int = 0
 
@@ -98,6 +122,62 @@ def _as_pod(manifest: Mapping[str, Any]) -> Mapping[str, Any]:
     return {"apiVersion": "v1", "kind": "Pod", **manifest}
 
 
+def compatible(gpu_class: GpuClass, selector: Mapping[str, str]) -> bool:
+    """Whether a pod with this nodeSelector can run on the class's nodes (Kueue adds the
+    flavor's nodeLabels; a key the pod sets otherwise rules the flavor out)."""
+    return all(selector.get(key, value) == value for key, value in gpu_class.node_selector.items())
+
+
+def _requests(
+    policy: TenantPolicy, obj: Mapping[str, Any]
+) -> tuple[list[tuple[Request, Gang, float]], list[str]]:
+    """Every (request, pods, GPU equivalents) the object's pods may be admitted as, in
+    flavor order (classes of one resource in the policy's order), and the GPU resources no
+    class offers."""
+    unknown: list[str] = []
+    # one row per (template, resource): pods, units per pod, selector, candidate classes
+    rows: list[tuple[int, int, tuple[tuple[str, str], ...], list[GpuClass]]] = []
+    templates = pod_templates(obj)
+    for template, pods in zip(templates, _multiplicity(obj), strict=False):
+        raw = template.spec.get("nodeSelector")
+        selector = {str(k): str(v) for k, v in raw.items()} if isinstance(raw, Mapping) else {}
+        for resource, count in pod_gpus(template.spec, policy.gpu_resources).items():
+            candidates = [
+                c for c in policy.classes_by_resource.get(resource, []) if compatible(c, selector)
+            ]
+            if not candidates:
+                unknown.append(resource)
+                continue
+            rows.append((pods, count, tuple(sorted(selector.items())), candidates))
+    classes = policy.classes_by_name
+    found = []
+    for choice in itertools.islice(itertools.product(*(row[3] for row in rows)), MAX_OPTIONS):
+        units: dict[str, int] = {}
+        gang: list[PodNeed] = []
+        for (pods, count, pod_selector, _), gpu_class in zip(rows, choice, strict=True):
+            units[gpu_class.name] = units.get(gpu_class.name, 0) + count * pods
+            if pods and count:
+                gang.append(PodNeed(pods, ((gpu_class.name, count),), pod_selector))
+        gpus = sum(float(classes[name].gpu_equivalent) * n for name, n in units.items())
+        found.append((request_of(units), tuple(gang), gpus))
+    return found, sorted(set(unknown))
+
+
+def _allowed(policy: TenantPolicy, obj: Mapping[str, Any]) -> Verdict:
+    options, unknown = _requests(policy, obj)
+    if not options or not options[0][0]:
+        return Verdict(allowed=True, unknown=tuple(unknown))
+    return Verdict(
+        allowed=True,
+        request=options[0][0],
+        gpus=options[0][2],
+        unknown=tuple(unknown),
+        options=tuple(option for option, _, _ in options),
+        gangs=tuple(gang for _, gang, _ in options),
+        option_gpus=tuple(gpus for _, _, gpus in options),
+    )
+
+
 def verdict_of(policy: TenantPolicy, manifest: Mapping[str, Any], namespace: str) -> Verdict:
     """Mutation then validation of one manifest, and the GPU classes it then asks for."""
     obj = _as_pod(manifest)
@@ -115,29 +195,12 @@ def verdict_of(policy: TenantPolicy, manifest: Mapping[str, Any], namespace: str
             message=str(status.get("message", "denied")),
             rules=str(audit.get("denied", "")),
         )
-    units: dict[str, int] = {}
-    unknown: list[str] = []
-    templates = pod_templates(patched)
-    for template, pods in zip(templates, _multiplicity(patched), strict=False):
-        selector = template.spec.get("nodeSelector")
-        labels = dict(selector) if isinstance(selector, Mapping) else {}
-        for resource, count in pod_gpus(template.spec, policy.gpu_resources).items():
-            gpu_class = policy.class_of_resource(resource, labels)
-            if gpu_class is None:
-                candidates = policy.classes_by_resource.get(resource, [])
-                gpu_class = candidates[0] if candidates else None
-            if gpu_class is None:
-                unknown.append(resource)
-                continue
-            units[gpu_class.name] = units.get(gpu_class.name, 0) + count * pods
-    classes = policy.classes_by_name
-    gpus = sum(float(classes[name].gpu_equivalent) * count for name, count in units.items())
-    return Verdict(
-        allowed=True,
-        request=request_of(units),
-        gpus=gpus,
-        unknown=tuple(sorted(set(unknown))),
-    )
+    return _allowed(policy, patched)
+
+
+def written_of(policy: TenantPolicy, manifest: Mapping[str, Any]) -> Verdict:
+    """The manifest as its author wrote it, without the webhook: nothing rewritten or denied."""
+    return _allowed(policy, _as_pod(manifest))
 
 
 def arrivals(
@@ -148,10 +211,13 @@ def arrivals(
     found: list[Arrival] = []
     for entry in trace.workloads:
         key = (entry.namespace, json.dumps(entry.manifest, sort_keys=True, default=str))
-        verdict = cache.verdicts.get(key)
-        if verdict is None:
-            verdict = verdict_of(policy, entry.manifest, entry.namespace)
-            cache.verdicts[key] = verdict
+        verdicts = cache.verdicts.get(key)
+        if verdicts is None:
+            verdicts = (
+                verdict_of(policy, entry.manifest, entry.namespace),
+                written_of(policy, entry.manifest),
+            )
+            cache.verdicts[key] = verdicts
             cache.misses += 1
         else:
             cache.hits += 1
@@ -167,9 +233,11 @@ def arrivals(
                     namespace=entry.namespace,
                     tenant=tenant.name if tenant is not None else None,
                     entry=entry.index,
-                    verdict=verdict,
+                    verdict=verdicts[0],
                     priority=entry.priority,
                     checkpoint_every=entry.checkpoint_every,
+                    uses=entry.uses,
+                    written=verdicts[1],
                 )
             )
     found.sort(key=lambda arrival: (arrival.at, arrival.id))

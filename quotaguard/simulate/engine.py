@@ -1,217 +1,65 @@
-"""The discrete-event simulation: arrivals, completions and quota-controller ticks on one clock.
+"""The discrete-event simulation of one arm: arrivals, admission, placement, completions and
+quota-controller ticks on one clock.
 
-Two arms replay the same admitted arrivals against the same cluster:
+Kueue admits a workload by quota (`queueing.QueueModel`); then kube-scheduler must place
+every pod of it on a node (`placement.Cluster`). A workload admitted but not placeable holds
+its quota and waits, retried whenever GPUs are freed; its run starts when it is placed. So
+waiting times run from arrival to placement.
 
-* **static** — quotas set by hand once, from the policy alone. Baseline `guarantees` (the
-  default, as the command line contract defines the static arm): each queue's nominal quota
-  is its guarantee and its borrowing limit is max - guarantee, with Kueue's default lending
-  (a queue lends all its unused nominal quota); capacity above the sum of guarantees belongs
-  to no queue, so nobody can use it. Baseline `pool`: the same guarantees, never lent, and
-  the rest of the distributable capacity as quota of the cohort itself (a Kueue Cohort with
-  resourceGroups), which any queue may borrow up to its max: the most a hand-written
-  configuration can do with the policy's numbers.
-* **dynamic** — every `rebalance.interval` of simulated time the quota controller's own
-  planner (`quotaguard.quota.planner.plan`, fed by the same demand smoothing and usage-decayed
-  weights as in the cluster) rewrites every queue's nominal quota, borrowing and lending limits
-  and fair-share weight, as `mode: apply` would.
-
-Both arms (and the reference) run with the same preemption setting on every queue (see
-`preemption.py`); an evicted workload is requeued and, admitted again, runs from its last
-checkpoint (`checkpointEvery` in the trace) or, without checkpoints, its full duration again.
+Every arm runs with the same preemption setting on every queue (see `preemption.py`); an
+evicted workload leaves its nodes, is requeued and, admitted and placed again, runs from its
+last checkpoint (`checkpointEvery` in the trace) or, without checkpoints, its full duration
+again.
 
 Event order at one instant: completions, then arrivals, then the controller tick, then one
-admission pass. The run stops at the trace's end; workloads still waiting then are reported
-with the wait they had so far.
+admission pass, then one placement pass. The run stops at the trace's end; workloads still
+waiting then are reported with the wait they had so far.
+
+Every interval the engine also samples where idle GPUs are (`Series.idle`, GPU-equivalent
+seconds), per class: idle while a waiting workload that needs the class would fit into the
+idle total but onto no node (`fragmented`); idle while work for the class waits for quota
+or for more than is idle (`waiting`); idle while only work for other classes waits
+(`wrongSize`: slices, shared GPUs or models nobody waiting can use); idle with nothing
+waiting at all (`noDemand`). `heldIdle` is allocated but not kept busy (`uses` below 1).
 """
 
 from __future__ import annotations
 
 import heapq
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from functools import cached_property
-from typing import Literal
 
-from quotaguard.policy.model import TenantPolicy
-from quotaguard.quota.capacity import ClassCapacity, class_capacity
-from quotaguard.quota.demand import ClassDemand, DemandSmoother
-from quotaguard.quota.planner import Plan, plan, quota_of
-from quotaguard.quota.weights import UsageHistory, fair_share_weights, usage_in_gpus
-from quotaguard.simulate.arrivals import Arrival
-from quotaguard.simulate.preemption import PRESETS, SAMPLE_PRESET, Preemption
-from quotaguard.simulate.queueing import (
-    CohortConfig,
-    QueueConfig,
-    QueuedWorkload,
-    QueueModel,
-    Quota,
-    most_admissible,
+from quotaguard.simulate.arms import (
+    ARMS,
+    Arm,
+    QuotaController,
+    dynamic_bounds,
+    planned_cohort,
+    static_cohort,
 )
-from quotaguard.simulate.trace import Trace
+from quotaguard.simulate.arrivals import Arrival, Verdict
+from quotaguard.simulate.placement import Assignment, Cluster, Gang
+from quotaguard.simulate.queueing import QueuedWorkload, QueueModel
+from quotaguard.simulate.setup import Setup, StaticBaseline, setup
 
-ArmName = Literal["static", "dynamic"]
-StaticBaseline = Literal["guarantees", "pool"]
+__all__ = [
+    "ARMS",
+    "ArmName",
+    "ArmRun",
+    "QuotaController",
+    "Series",
+    "Setup",
+    "StaticBaseline",
+    "dynamic_bounds",
+    "planned_cohort",
+    "run_arm",
+    "setup",
+    "static_cohort",
+]
+
+ArmName = str  # a key of ARMS
 Progress = Callable[[float], None]
-
-
-@dataclass(frozen=True)
-class Setup:
-    """What both arms share: the policy, the cluster, the admitted arrivals and the clock."""
-
-    policy: TenantPolicy
-    arrivals: tuple[Arrival, ...]
-    capacity: Mapping[str, ClassCapacity]
-    horizon: float
-    interval: float
-    static_baseline: StaticBaseline = "guarantees"
-    preemption: Preemption = PRESETS[SAMPLE_PRESET]
-
-    @cached_property
-    def units(self) -> dict[str, int]:
-        """Class units tenants can be given on the cluster (capacity minus what others hold)."""
-        return {name: max(0, c.capacity - c.held_outside) for name, c in self.capacity.items()}
-
-    @cached_property
-    def capacity_gpus(self) -> float:
-        classes = self.policy.classes_by_name
-        return sum(
-            c.capacity * float(classes[name].gpu_equivalent)
-            for name, c in self.capacity.items()
-            if name in classes
-        )
-
-    @cached_property
-    def _bounds(self) -> dict[ArmName, CohortConfig]:
-        return {
-            "static": static_cohort(self.policy, self.capacity, self.static_baseline),
-            "dynamic": dynamic_bounds(self.policy, self.capacity),
-        }
-
-    def reachable(self, arm: ArmName, tenant: str, class_name: str) -> float:
-        """The most units of a class a tenant's queue could ever be admitted with in an arm:
-        what its quotas allow (`most_admissible`; for the dynamic arm, the widest quotas the
-        controller can write) and what the cluster offers."""
-        return min(
-            most_admissible(self._bounds[arm], tenant, class_name),
-            self.units.get(class_name, 0),
-        )
-
-    def never_fits(self, arrival: Arrival, arm: ArmName) -> bool:
-        """A queued workload bigger than its queue could ever be admitted with in that arm:
-        Kueue keeps it pending for ever (and the controller counts it as demand); waiting
-        times leave it out."""
-        if arrival.tenant is None:
-            return False
-        if arrival.verdict.unknown:
-            return True
-        return any(
-            units > self.reachable(arm, arrival.tenant, name)
-            for name, units in arrival.verdict.request
-        )
-
-    def queued(self, arrival: Arrival) -> bool:
-        """Whether the arrival enters a tenant's queue: allowed, owned, and asking for GPUs."""
-        return (
-            arrival.tenant is not None and arrival.verdict.allowed and bool(arrival.verdict.request)
-        )
-
-
-def setup(
-    policy: TenantPolicy,
-    trace: Trace,
-    arrivals: Sequence[Arrival],
-    *,
-    static_baseline: StaticBaseline = "guarantees",
-    preemption: Preemption = PRESETS[SAMPLE_PRESET],
-) -> Setup:
-    return Setup(
-        policy=policy,
-        arrivals=tuple(arrivals),
-        capacity=class_capacity(policy, trace.nodes, trace.pods),
-        horizon=trace.end,
-        interval=policy.spec.rebalance.interval,
-        static_baseline=static_baseline,
-        preemption=preemption,
-    )
-
-
-def _resources(policy: TenantPolicy) -> dict[str, str]:
-    return {gpu_class.name: gpu_class.resource for gpu_class in policy.spec.gpu_classes}
-
-
-def static_cohort(
-    policy: TenantPolicy,
-    capacity: Mapping[str, ClassCapacity],
-    baseline: StaticBaseline = "guarantees",
-    preemption: Preemption = PRESETS["never"],
-) -> CohortConfig:
-    """Hand-set quotas from the policy alone (see the module docstring)."""
-    queues = []
-    guaranteed: dict[str, int] = {}
-    for tenant in sorted(policy.spec.tenants, key=lambda t: t.name):
-        quotas = {}
-        for gpu_class in policy.spec.gpu_classes:
-            quota = quota_of(tenant, gpu_class.name)
-            if quota is None:
-                continue
-            own = quota.guaranteed if quota.max is None else min(quota.guaranteed, quota.max)
-            guaranteed[gpu_class.name] = guaranteed.get(gpu_class.name, 0) + own
-            quotas[gpu_class.name] = Quota(
-                nominal=own,
-                borrowing_limit=None if quota.max is None else quota.max - own,
-                lending_limit=0 if baseline == "pool" else None,
-            )
-        queues.append(QueueConfig(tenant.name, quotas, weight=tenant.weight, preemption=preemption))
-    pool = {}
-    if baseline == "pool":
-        pool = {
-            name: max(0, row.distributable - guaranteed.get(name, 0))
-            for name, row in capacity.items()
-        }
-    return CohortConfig(tuple(queues), _resources(policy), pool)
-
-
-def planned_cohort(
-    policy: TenantPolicy, targets: Plan, preemption: Preemption = PRESETS["never"]
-) -> CohortConfig:
-    """The queues as the controller writes them from a plan (it leaves `preemption` alone)."""
-    queues = tuple(
-        QueueConfig(
-            tenant.name,
-            {
-                row.class_name: Quota(row.nominal, row.borrowing_limit, row.lending_limit)
-                for row in tenant.classes
-            },
-            weight=tenant.weight,
-            preemption=preemption,
-        )
-        for tenant in targets.tenants
-    )
-    return CohortConfig(queues, _resources(policy))
-
-
-def dynamic_bounds(policy: TenantPolicy, capacity: Mapping[str, ClassCapacity]) -> CohortConfig:
-    """The widest quotas the controller can give each queue, as one configuration: whatever
-    it plans, a queue keeps its guarantee (scaled to capacity) and never lends it, may grow to
-    its max, and the nominal quotas of a class add up to no more than its distributable
-    capacity. So a queue can hold at most its guarantee plus the distributable capacity above
-    every guarantee (here: the cohort's pool), up to its max."""
-    queues = []
-    guaranteed: dict[str, int] = {}
-    for tenant in plan(policy, capacity, {}).tenants:
-        quotas = {}
-        for row in tenant.classes:
-            guaranteed[row.class_name] = guaranteed.get(row.class_name, 0) + row.guaranteed
-            quotas[row.class_name] = Quota(
-                nominal=row.guaranteed,
-                borrowing_limit=None if row.max is None else max(0, row.max - row.guaranteed),
-                lending_limit=0,
-            )
-        queues.append(QueueConfig(tenant.name, quotas, weight=tenant.weight))
-    pool = {
-        name: max(0, row.distributable - guaranteed.get(name, 0)) for name, row in capacity.items()
-    }
-    return CohortConfig(tuple(queues), _resources(policy), pool)
+IDLE_KINDS = ("fragmented", "waiting", "wrongSize", "noDemand", "heldIdle")
 
 
 @dataclass
@@ -221,18 +69,21 @@ class Series:
     times: list[float] = field(default_factory=list)
     capacity: list[float] = field(default_factory=list)  # whole-GPU equivalents
     allocated: dict[str, list[float]] = field(default_factory=dict)  # tenant -> GPU equivalents
+    useful: list[float] = field(default_factory=list)  # GPU equivalents kept busy, all tenants
     pending: dict[str, list[int]] = field(default_factory=dict)  # tenant -> workloads waiting
     nominal: dict[str, dict[str, list[int]]] = field(default_factory=dict)  # tenant -> class
     usage: dict[str, dict[str, list[int]]] = field(default_factory=dict)  # tenant -> class
     waiting_units: dict[str, dict[str, list[int]]] = field(default_factory=dict)
     weight: dict[str, list[float]] = field(default_factory=dict)
+    # kind (IDLE_KINDS) -> GPU-equivalent seconds, sampled every interval
+    idle: dict[str, float] = field(default_factory=lambda: dict.fromkeys(IDLE_KINDS, 0.0))
 
 
 @dataclass
 class ArmRun:
     name: ArmName
-    # arrival id -> when its last admission was (absent: denied, not queued, or still waiting
-    # at the end); with preemption, earlier runs were thrown away
+    # arrival id -> when its last run started (placed on nodes; absent: denied, not queued,
+    # or still waiting at the end); with preemption, earlier runs were thrown away
     admitted_at: dict[int, float]
     series: Series
     plans: int = 0
@@ -241,180 +92,250 @@ class ArmRun:
     # arrival id -> seconds of work kept from evicted runs (checkpoints): the last run is
     # that much shorter than the workload's duration
     kept: dict[int, float] = field(default_factory=dict)
+    # admitted by quota, then waited for nodes at least once
+    unplaceable: set[int] = field(default_factory=set)
+    # arrival id -> seconds its evicted runs held GPUs (lost and kept), for the bound
+    evicted_seconds: dict[int, float] = field(default_factory=dict)
+    # arrival id -> (GPU equivalents, of which kept busy) of its last run
+    rates: dict[int, tuple[float, float]] = field(default_factory=dict)
 
 
-class _Controller:
-    """The quota controller of the dynamic arm: demand smoothing, usage history, plan."""
+@dataclass(slots=True)
+class _Running:
+    assignment: Assignment
+    start: float
+    gpus: float
+    useful: float
 
-    def __init__(
-        self,
-        policy: TenantPolicy,
-        capacity: Mapping[str, ClassCapacity],
-        preemption: Preemption,
-    ) -> None:
-        rebalance = policy.spec.rebalance
-        self.policy = policy
-        self.preemption = preemption
-        self.capacity = capacity
-        self.smoother = DemandSmoother(rebalance.demand_window)
-        self.history = UsageHistory()
-        self.previous: Plan | None = None
-        self.runs = 0
-        self.computed = 0
-        self._inputs: tuple[object, ...] | None = None
 
-    def tick(self, model: QueueModel, now: float) -> CohortConfig | None:
-        """One controller pass; the queues to write, or None when they stay as they are."""
-        demand: dict[str, dict[str, ClassDemand]] = {}
+class _Replay:
+    """One arm's run: the queue model, the nodes, and what is waiting, placing or running."""
+
+    def __init__(self, shared: Setup, arm: Arm) -> None:
+        self.shared, self.arm = shared, arm
+        self.controller = arm.controller(shared) if arm.controller is not None else None
+        self.model = QueueModel(arm.queues(shared), shared.units)
+        self.cluster: Cluster = shared.cluster()
+        self.queued = [a for a in shared.arrivals if shared.queued(a) and a.at < shared.horizon]
+        self.by_id: dict[int, Arrival] = {a.id: a for a in self.queued}
+        self.verdicts: dict[int, Verdict] = {a.id: arm.verdict(a) for a in self.queued}
+        self.run = ArmRun(arm.name, {}, Series())
+        self.allocated: dict[str, float] = {}
+        self.useful = 0.0
+        self.running: dict[int, _Running] = {}
+        self.placing: dict[int, QueuedWorkload] = {}  # admitted, waiting for nodes
+        self.failed_at: dict[int, int] = {}  # id -> cluster.released when placement failed
+        self.waiting: dict[int, Gang] = {}  # id -> the pods it waits to run
+        self.gangs: dict[Gang, int] = {}  # how many wait with each gang
+        # (end, id, start): an entry whose start is no longer the workload's is stale
+        self.completions: list[tuple[float, int, float]] = []
+        self.workloads: dict[int, QueuedWorkload] = {}
+        self.ever: dict[Gang, bool] = {}
+
+    # -- what waits ----------------------------------------------------------------------
+
+    def _wait(self, ident: int, gang: Gang) -> None:
+        self._unwait(ident)
+        self.waiting[ident] = gang
+        self.gangs[gang] = self.gangs.get(gang, 0) + 1
+
+    def _unwait(self, ident: int) -> None:
+        gang = self.waiting.pop(ident, None)
+        if gang is not None:
+            left = self.gangs[gang] - 1
+            if left:
+                self.gangs[gang] = left
+            else:
+                del self.gangs[gang]
+
+    # -- events --------------------------------------------------------------------------
+
+    def complete(self, now: float) -> None:
+        while self.completions and self.completions[0][0] <= now:
+            _, ident, started = heapq.heappop(self.completions)
+            running = self.running.get(ident)
+            if running is None or running.start != started:
+                continue  # preempted since
+            self._stop(ident)
+            self.model.finish(self.workloads[ident])
+
+    def arrive(self, arrival: Arrival) -> None:
+        assert arrival.tenant is not None
+        verdict = self.verdicts[arrival.id]
+        workload = QueuedWorkload(
+            arrival.id,
+            arrival.tenant,
+            verdict.request,
+            arrival.at,
+            priority=arrival.priority,
+            options=verdict.options if len(verdict.options) > 1 else (),
+        )
+        self.workloads[arrival.id] = workload
+        self.model.submit(workload)
+        self._wait(arrival.id, verdict.gang_of(verdict.request))
+
+    def _stop(self, ident: int) -> _Running:
+        running = self.running.pop(ident)
+        self.cluster.release(running.assignment)
+        tenant = self.by_id[ident].tenant
+        assert tenant is not None
+        self.allocated[tenant] -= running.gpus
+        self.useful -= running.useful
+        return running
+
+    def admit(self, now: float) -> bool:
+        """One admission pass; whether anything was admitted."""
+        admitted = self.model.admit(now)
+        run = self.run
+        for eviction in self.model.evictions():
+            victim = eviction.workload
+            ident = victim.id
+            run.preempted[ident] = run.preempted.get(ident, 0) + 1
+            run.admitted_at.pop(ident, None)
+            self.placing.pop(ident, None)
+            if ident in self.running:
+                running = self._stop(ident)
+                ran = eviction.at - running.start
+                saved = self.by_id[ident].kept_of(ran)
+                run.kept[ident] = run.kept.get(ident, 0.0) + saved
+                run.lost[ident] = run.lost.get(ident, 0.0) + running.gpus * (ran - saved)
+                run.evicted_seconds[ident] = run.evicted_seconds.get(ident, 0.0) + ran
+            verdict = self.verdicts[ident]
+            self._wait(ident, verdict.gang_of(verdict.options[0] if verdict.options else ()))
+        for workload in admitted:
+            if workload.admitted_at != now:
+                continue  # admitted and preempted within this pass: pending again
+            self.placing[workload.id] = workload
+            self._wait(workload.id, self.verdicts[workload.id].gang_of(workload.request))
+        return bool(admitted)
+
+    def place(self, now: float) -> None:
+        """Place what was admitted, highest priority first, then in admission order."""
+        released = self.cluster.released
+        order = sorted(
+            self.placing.values(),
+            key=lambda w: (-w.priority, w.admitted_at or 0.0, w.id),
+        )
+        for workload in order:
+            ident = workload.id
+            if self.failed_at.get(ident) == released:
+                continue  # nothing was freed since it last failed
+            verdict = self.verdicts[ident]
+            assignment = self.cluster.place(verdict.gang_of(workload.request))
+            if assignment is None:
+                self.failed_at[ident] = released
+                self.run.unplaceable.add(ident)
+                continue
+            del self.placing[ident]
+            self.failed_at.pop(ident, None)
+            self._unwait(ident)
+            self._start(workload, assignment, now)
+
+    def _start(self, workload: QueuedWorkload, assignment: Assignment, now: float) -> None:
+        arrival, verdict = self.by_id[workload.id], self.verdicts[workload.id]
+        gpus = verdict.gpus_of(workload.request)
+        written = arrival.written.gpus or gpus
+        useful = min(gpus, arrival.uses * written)
+        self.running[workload.id] = _Running(assignment, now, gpus, useful)
+        self.allocated[workload.queue] = self.allocated.get(workload.queue, 0.0) + gpus
+        self.useful += useful
+        self.run.admitted_at[workload.id] = now
+        self.run.rates[workload.id] = (gpus, useful)
+        end = now + arrival.duration - self.run.kept.get(workload.id, 0.0)
+        heapq.heappush(self.completions, (end, workload.id, now))
+
+    # -- samples -------------------------------------------------------------------------
+
+    def sample(self, now: float) -> None:
+        series, model = self.run.series, self.model
+        series.times.append(now)
+        series.capacity.append(self.shared.capacity_gpus)
+        series.useful.append(self.useful)
+        weights = {queue.name: queue.weight for queue in model.cohort.queues}
+        quotas = {queue.name: queue.quotas for queue in model.cohort.queues}
+        placing: dict[str, int] = {}
+        for workload in self.placing.values():
+            placing[workload.queue] = placing.get(workload.queue, 0) + 1
         for tenant in model.queue_names():
-            usage, pending = model.usage(tenant), model.pending_units(tenant)
-            rows = {
-                name: ClassDemand(usage.get(name, 0), pending.get(name, 0))
-                for name in usage.keys() | pending.keys()
-                if usage.get(name, 0) or pending.get(name, 0)
-            }
-            if rows:
-                demand[tenant] = rows
-        rebalance = self.policy.spec.rebalance
-        self.smoother, smoothed = self.smoother.observe(demand, now)
-        self.history = self.history.record(
-            usage_in_gpus(self.policy, demand), now, rebalance.usage_half_life
-        )
-        weights = fair_share_weights(self.policy, self.history)
-        self.runs += 1
-        # The plan is a function of these inputs alone: when they repeat (a quiet cluster),
-        # so does the plan, and the planner need not run again.
-        inputs = (
-            tuple(
-                (tenant, name, row.usage, row.pending)
-                for tenant, rows in sorted(smoothed.items())
-                for name, row in sorted(rows.items())
-            ),
-            tuple(sorted(weights.items())),
-            _nominals(self.previous),
-        )
-        if inputs == self._inputs:
-            return None
-        targets = plan(
-            self.policy, self.capacity, smoothed, weights=weights, previous=self.previous
-        )
-        self.computed += 1
-        self.previous = targets
-        self._inputs = (inputs[0], inputs[1], _nominals(targets))
-        queues = planned_cohort(self.policy, targets, self.preemption)
-        return None if queues == model.cohort else queues
+            series.allocated.setdefault(tenant, []).append(self.allocated.get(tenant, 0.0))
+            series.pending.setdefault(tenant, []).append(
+                model.pending_count(tenant) + placing.get(tenant, 0)
+            )
+            series.weight.setdefault(tenant, []).append(weights.get(tenant, 0.0))
+            nominal = series.nominal.setdefault(tenant, {})
+            usage = series.usage.setdefault(tenant, {})
+            waiting = series.waiting_units.setdefault(tenant, {})
+            used, pending = model.usage(tenant), model.pending_units(tenant)
+            for name, quota in quotas.get(tenant, {}).items():
+                nominal.setdefault(name, []).append(quota.nominal)
+                usage.setdefault(name, []).append(used.get(name, 0))
+                waiting.setdefault(name, []).append(pending.get(name, 0))
+        self._idle()
+
+    def _ever_placeable(self, gang: Gang) -> bool:
+        """Whether the gang fits the empty cluster (one that never does is not held back by
+        fragmentation: no node is big enough)."""
+        found = self.ever.get(gang)
+        if found is None:
+            found = self.ever[gang] = self.shared.empty.placeable(gang)
+        return found
+
+    def _idle(self) -> None:
+        """Where the idle GPUs are now, for one interval (see the module docstring)."""
+        interval, idle = self.shared.interval, self.run.series.idle
+        wanted: set[str] = set()
+        fragmented: set[str] = set()
+        cluster = self.cluster
+        for gang in self.gangs:
+            classes = {name for need in gang for name, _ in need.units}
+            wanted |= classes
+            if classes - fragmented and cluster.fits_in_total(gang) and not cluster.placeable(gang):
+                fragmented |= classes
+        for name, gpu_class in self.shared.policy.classes_by_name.items():
+            free = cluster.free_units(name)
+            if not free:
+                continue
+            seconds = free * float(gpu_class.gpu_equivalent) * interval
+            if name in fragmented:
+                idle["fragmented"] += seconds
+            elif name in wanted:
+                idle["waiting"] += seconds
+            elif wanted:
+                idle["wrongSize"] += seconds
+            else:
+                idle["noDemand"] += seconds
+        held = sum(self.allocated.values()) - self.useful
+        idle["heldIdle"] += max(0.0, held) * interval
 
 
-def _nominals(targets: Plan | None) -> tuple[tuple[str, str, int], ...]:
-    if targets is None:
-        return ()
-    return tuple(
-        (tenant.name, row.class_name, row.nominal)
-        for tenant in targets.tenants
-        for row in tenant.classes
-    )
-
-
-def _sample(
-    series: Series, model: QueueModel, now: float, capacity_gpus: float, gpus: Mapping[str, float]
-) -> None:
-    series.times.append(now)
-    series.capacity.append(capacity_gpus)
-    weights = {queue.name: queue.weight for queue in model.cohort.queues}
-    quotas = {queue.name: queue.quotas for queue in model.cohort.queues}
-    for tenant in model.queue_names():
-        series.allocated.setdefault(tenant, []).append(gpus.get(tenant, 0.0))
-        series.pending.setdefault(tenant, []).append(model.pending_count(tenant))
-        series.weight.setdefault(tenant, []).append(weights.get(tenant, 0.0))
-        nominal = series.nominal.setdefault(tenant, {})
-        usage = series.usage.setdefault(tenant, {})
-        waiting = series.waiting_units.setdefault(tenant, {})
-        used, pending = model.usage(tenant), model.pending_units(tenant)
-        for name, quota in quotas.get(tenant, {}).items():
-            nominal.setdefault(name, []).append(quota.nominal)
-            usage.setdefault(name, []).append(used.get(name, 0))
-            waiting.setdefault(name, []).append(pending.get(name, 0))
-
-
-def run_arm(shared: Setup, arm: ArmName, *, progress: Progress | None = None) -> ArmRun:
-    """Replay the arrivals against one arm's quotas; deterministic."""
-    policy, preemption = shared.policy, shared.preemption
-    controller = None
-    if arm == "dynamic":
-        controller = _Controller(policy, shared.capacity, preemption)
-        cohort = planned_cohort(policy, plan(policy, shared.capacity, {}), preemption)
-    else:
-        cohort = static_cohort(policy, shared.capacity, shared.static_baseline, preemption)
-    model = QueueModel(cohort, shared.units)
-    queued = [a for a in shared.arrivals if shared.queued(a) and a.at < shared.horizon]
-    by_id = {a.id: a for a in queued}
-    capacity_gpus = shared.capacity_gpus
-    allocated: dict[str, float] = {}
-    admitted_at: dict[int, float] = {}
-    preempted: dict[int, int] = {}
-    lost: dict[int, float] = {}
-    kept: dict[int, float] = {}
-    series = Series()
-    # (end, id, workload, start): an entry whose start is no longer the workload's is stale
-    completions: list[tuple[float, int, QueuedWorkload, float]] = []
-    horizon, interval = shared.horizon, shared.interval
+def run_arm(shared: Setup, arm: ArmName | Arm, *, progress: Progress | None = None) -> ArmRun:
+    """Replay the arrivals against one arm; deterministic."""
+    spec = ARMS[arm] if isinstance(arm, str) else arm
+    replay = _Replay(shared, spec)
+    queued, horizon, interval = replay.queued, shared.horizon, shared.interval
     next_tick, position, reported = 0.0, 0, -1
     while True:
-        candidates = [next_tick]
+        now = next_tick
         if position < len(queued):
-            candidates.append(queued[position].at)
-        if completions:
-            candidates.append(completions[0][0])
-        now = min(candidates)
+            now = min(now, queued[position].at)
+        if replay.completions:
+            now = min(now, replay.completions[0][0])
         if now >= horizon:
             break
-        while completions and completions[0][0] <= now:
-            _, _, done, started = heapq.heappop(completions)
-            if done.admitted_at != started:
-                continue  # preempted since
-            model.finish(done)
-            tenant = done.queue
-            allocated[tenant] -= by_id[done.id].verdict.gpus
+        replay.complete(now)
         while position < len(queued) and queued[position].at <= now:
-            arrival = queued[position]
-            assert arrival.tenant is not None
-            model.submit(
-                QueuedWorkload(
-                    arrival.id,
-                    arrival.tenant,
-                    arrival.verdict.request,
-                    arrival.at,
-                    priority=arrival.priority,
-                )
-            )
+            replay.arrive(queued[position])
             position += 1
         ticking = next_tick <= now
-        if ticking and controller is not None:
-            queues = controller.tick(model, now)
+        if ticking and replay.controller is not None:
+            queues = replay.controller.tick(replay.model, now)
             if queues is not None:
-                model.configure(queues)
-        admitted = model.admit(now)
-        for workload in admitted:
-            gpus = by_id[workload.id].verdict.gpus
-            allocated[workload.queue] = allocated.get(workload.queue, 0.0) + gpus
-        for eviction in model.evictions():
-            victim = eviction.workload
-            gpus = by_id[victim.id].verdict.gpus
-            allocated[victim.queue] -= gpus
-            preempted[victim.id] = preempted.get(victim.id, 0) + 1
-            ran = eviction.at - eviction.started
-            saved = by_id[victim.id].kept_of(ran)
-            kept[victim.id] = kept.get(victim.id, 0.0) + saved
-            lost[victim.id] = lost.get(victim.id, 0.0) + gpus * (ran - saved)
-            admitted_at.pop(victim.id, None)
-        for workload in admitted:
-            # a workload admitted and preempted within one pass is pending again
-            if workload.admitted_at == now and workload.id not in admitted_at:
-                admitted_at[workload.id] = now
-                end = now + by_id[workload.id].duration - kept.get(workload.id, 0.0)
-                heapq.heappush(completions, (end, workload.id, workload, now))
+                replay.model.configure(queues)
+        replay.admit(now)
+        if replay.placing:
+            replay.place(now)
         if ticking:
-            _sample(series, model, now, capacity_gpus, allocated)
+            replay.sample(now)
             next_tick += interval
             if progress is not None:
                 done_percent = int(100 * now / horizon)
@@ -423,12 +344,5 @@ def run_arm(shared: Setup, arm: ArmName, *, progress: Progress | None = None) ->
                     progress(now / horizon)
     if progress is not None:
         progress(1.0)
-    return ArmRun(
-        arm,
-        admitted_at,
-        series,
-        plans=controller.runs if controller else 0,
-        preempted=preempted,
-        lost=lost,
-        kept=kept,
-    )
+    replay.run.plans = replay.controller.runs if replay.controller else 0
+    return replay.run

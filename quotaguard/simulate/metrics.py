@@ -24,9 +24,10 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
+from quotaguard.simulate.arms import ARMS, never_fits
 from quotaguard.simulate.arrivals import Arrival
 from quotaguard.simulate.engine import ArmRun, Setup
 
@@ -47,6 +48,9 @@ class Outcome:
     utilization: float  # gpu_seconds / capacity time
     preempted: int = 0  # evictions
     lost_gpu_seconds: float = 0.0  # allocated to runs that preemption threw away
+    busy_gpu_seconds: float = 0.0  # kept busy (allocated x uses) by runs that counted
+    useful_utilization: float = 0.0  # busy_gpu_seconds / capacity time
+    unplaceable: int = 0  # admitted by quota, then waited for nodes
 
     @property
     def useful_gpu_seconds(self) -> float:
@@ -67,6 +71,12 @@ class ArmMetrics:
     tenants: Mapping[str, Outcome]
     unmanaged: int  # GPU workloads in namespaces of no tenant (or exempt): not queued
     plans: int
+    # where the idle GPU-equivalent seconds were (engine.IDLE_KINDS), sampled every interval
+    idle: Mapping[str, float] = field(default_factory=dict)
+
+    @property
+    def fragmented_gpu_seconds(self) -> float:
+        return self.idle.get("fragmented", 0.0)
 
 
 def percentile(values: list[float], fraction: float) -> float:
@@ -99,6 +109,8 @@ class _Tally:
         self.demand = 0.0
         self.preempted = 0
         self.lost = 0.0
+        self.busy = 0.0
+        self.unplaceable = 0
 
     def outcome(self, capacity_seconds: float) -> Outcome:
         self.waits.sort()
@@ -115,12 +127,15 @@ class _Tally:
             utilization=self.gpu_seconds / capacity_seconds if capacity_seconds else 0.0,
             preempted=self.preempted,
             lost_gpu_seconds=self.lost,
+            busy_gpu_seconds=self.busy,
+            useful_utilization=self.busy / capacity_seconds if capacity_seconds else 0.0,
+            unplaceable=self.unplaceable,
         )
 
 
 def _count(shared: Setup, run: ArmRun, arrival: Arrival, tallies: list[_Tally], fits: bool) -> None:
     horizon = shared.horizon
-    verdict = arrival.verdict
+    verdict = ARMS[run.name].verdict(arrival) if run.name in ARMS else arrival.verdict
     for tally in tallies:
         tally.workloads += 1
     if not verdict.allowed:
@@ -129,17 +144,20 @@ def _count(shared: Setup, run: ArmRun, arrival: Arrival, tallies: list[_Tally], 
         return
     demand = verdict.gpus * min(arrival.duration, horizon - arrival.at)
     start = run.admitted_at.get(arrival.id)
+    gpus, busy = run.rates.get(arrival.id, (verdict.gpus, verdict.gpus))
     kept = run.kept.get(arrival.id, 0.0)
     last_run = arrival.duration - kept
-    ran = 0.0 if start is None else verdict.gpus * (min(start + last_run, horizon) - start)
-    ran += verdict.gpus * kept  # earlier runs, up to their last checkpoints
+    seconds = kept + (0.0 if start is None else min(start + last_run, horizon) - start)
     lost = run.lost.get(arrival.id, 0.0)
     preempted = run.preempted.get(arrival.id, 0)
+    unplaceable = arrival.id in run.unplaceable
     for tally in tallies:
         tally.demand += demand
-        tally.gpu_seconds += ran + lost
+        tally.gpu_seconds += gpus * seconds + lost
+        tally.busy += busy * seconds
         tally.lost += lost
         tally.preempted += preempted
+        tally.unplaceable += unplaceable
         if not fits:
             tally.never_fits += 1
         elif start is None:
@@ -155,7 +173,9 @@ def arm_metrics(shared: Setup, run: ArmRun) -> ArmMetrics:
     overall = _Tally()
     tenants = {tenant.name: _Tally() for tenant in shared.policy.spec.tenants}
     unmanaged = 0
-    fits_cache: dict[tuple[str, tuple[tuple[str, int], ...], tuple[str, ...]], bool] = {}
+    arm = ARMS.get(run.name)
+    bounds = arm.bounds(shared) if arm is not None else None
+    fits_cache: dict[tuple[str, int], bool] = {}
     for arrival in shared.arrivals:
         if arrival.at >= shared.horizon:
             continue
@@ -168,10 +188,11 @@ def arm_metrics(shared: Setup, run: ArmRun) -> ArmMetrics:
             continue
         if arrival.verdict.allowed and not (arrival.verdict.request or arrival.verdict.unknown):
             continue  # no GPUs: nothing for the GPU queues to do
-        key = (arrival.tenant, arrival.verdict.request, arrival.verdict.unknown)
+        key = (arrival.tenant, arrival.entry)
         fits = fits_cache.get(key)
         if fits is None:
-            fits = fits_cache[key] = not shared.never_fits(arrival, run.name)
+            fits = arm is None or bounds is None or not never_fits(shared, arm, bounds, arrival)
+            fits_cache[key] = fits
         _count(shared, run, arrival, [overall, tenants[arrival.tenant]], fits)
     shares = [(t.gpu_seconds - t.lost) / t.demand for t in tenants.values() if t.demand > 0]
     return ArmMetrics(
@@ -181,6 +202,7 @@ def arm_metrics(shared: Setup, run: ArmRun) -> ArmMetrics:
         tenants={name: tally.outcome(capacity_seconds) for name, tally in tenants.items()},
         unmanaged=unmanaged,
         plans=run.plans,
+        idle=dict(run.series.idle),
     )
 
 
@@ -198,6 +220,8 @@ def _outcome_json(outcome: Outcome) -> dict[str, Any]:
         "gpuHours": round(outcome.gpu_seconds / 3600, 2),
         "preempted": outcome.preempted,
         "gpuHoursLost": round(outcome.lost_gpu_seconds / 3600, 2),
+        "usefulUtilization": round(outcome.useful_utilization, 4),
+        "unplaceable": outcome.unplaceable,
     }
 
 
@@ -212,5 +236,7 @@ def metrics_json(metrics: ArmMetrics) -> dict[str, Any]:
         "denied": overall.pop("denied"),
         **overall,
         "unmanaged": metrics.unmanaged,
+        "fragmentedGpuHours": round(metrics.fragmented_gpu_seconds / 3600, 2),
+        "idleGpuHours": {kind: round(seconds / 3600, 2) for kind, seconds in metrics.idle.items()},
         "tenants": {name: _outcome_json(row) for name, row in sorted(metrics.tenants.items())},
     }

@@ -45,7 +45,8 @@ from typing import Literal
 from quotaguard.simulate.preemption import NEVER, Preemption, targets
 
 Request = tuple[tuple[str, int], ...]  # (class, units), sorted by class
-Shape = tuple[Request, int]  # (request, priority): pending workloads that queue alike
+# (the requests it may be admitted as, priority): pending workloads that queue alike
+Shape = tuple[tuple[Request, ...], int]
 Strategy = Literal["BestEffortFIFO", "StrictFIFO"]
 INFINITE = float("inf")
 
@@ -98,6 +99,9 @@ class QueuedWorkload:
     arrival: float
     priority: int = 0
     admitted_at: float | None = None
+    # flavor fungibility: the requests Kueue tries in order (one class per resource each);
+    # empty: `request` only. Admitted, `request` is the one that fit.
+    options: tuple[Request, ...] = ()
 
     def queue_key(self) -> tuple[int, float, int]:
         """Order within a queue: highest priority first, then oldest."""
@@ -295,7 +299,10 @@ class QueueModel:
         """Queue a workload, in its place by priority and arrival (a preempted one is
         requeued before those that arrived after it, as Kueue keeps its timestamp)."""
         queue = self._queues[workload.queue]
-        waiting = queue.pending.setdefault((workload.request, workload.priority), deque())
+        if workload.options:
+            workload.request = workload.options[0]
+        shape = (workload.options or (workload.request,), workload.priority)
+        waiting = queue.pending.setdefault(shape, deque())
         key = workload.queue_key()
         if waiting and waiting[-1].queue_key() > key:
             place = next(i for i, other in enumerate(waiting) if other.queue_key() > key)
@@ -307,20 +314,39 @@ class QueueModel:
             queue.pending_units[name] = queue.pending_units.get(name, 0) + units
         self._changed = True
 
-    def _candidate(self, queue: _Queue) -> QueuedWorkload | None:
+    def _fitting(self, queue_name: str, options: tuple[Request, ...]) -> Request | None:
+        """The first request of the options that fits now (Kueue's flavor order, with
+        `whenCanBorrow: Borrow`: a flavor that fits by borrowing is taken)."""
+        for request in options:
+            if self.fits(queue_name, request):
+                return request
+        return None
+
+    def _candidate(self, queue: _Queue) -> tuple[QueuedWorkload, Request] | None:
         best: QueuedWorkload | None = None
+        best_request: Request = ()
         best_key: tuple[int, float, int] | None = None
         strict = queue.config.strategy == "StrictFIFO"
-        for (request, _), waiting in queue.pending.items():
+        name = queue.config.name
+        for (options, _), waiting in queue.pending.items():
             head = waiting[0]
             key = head.queue_key()
             if best_key is not None and key >= best_key:
                 continue
-            if strict or self.fits(queue.config.name, request):
-                best, best_key = head, key
-        if strict and best is not None and not self.fits(queue.config.name, best.request):
+            if strict:
+                best, best_key, best_request = head, key, options[0]
+                continue
+            fitting = self._fitting(name, options)
+            if fitting is not None:
+                best, best_key, best_request = head, key, fitting
+        if best is None:
             return None
-        return best
+        if strict:
+            fitting = self._fitting(name, best.options or (best.request,))
+            if fitting is None:
+                return None
+            best_request = fitting
+        return best, best_request
 
     def admit(self, now: float) -> list[QueuedWorkload]:
         """Admit every workload that can be admitted now, in Kueue's order, preempting where
@@ -330,26 +356,30 @@ class QueueModel:
         admitted: list[QueuedWorkload] = []
         while True:
             chosen: QueuedWorkload | None = None
+            chosen_request: Request = ()
             chosen_key: tuple[bool, float, int, float, int] | None = None
             for name, queue in self._queues.items():
                 if not queue.pending:
                     continue
-                candidate = self._candidate(queue)
-                if candidate is None:
+                found = self._candidate(queue)
+                if found is None:
                     continue
-                borrowing = self.borrows(name, candidate.request)
-                share = self.share(name, candidate.request) if borrowing else 0.0
+                candidate, request = found
+                borrowing = self.borrows(name, request)
+                share = self.share(name, request) if borrowing else 0.0
                 key = (borrowing, share, -candidate.priority, candidate.arrival, candidate.id)
                 if chosen_key is None or key < chosen_key:
-                    chosen, chosen_key = candidate, key
+                    chosen, chosen_key, chosen_request = candidate, key, request
             if self._preempting and (chosen_key is None or chosen_key[0]):
                 # a workload that fits only by borrowing waits behind one that can reclaim
                 # its own nominal quota, as Kueue's scheduler orders them
                 preemptor = self._preempt(now, within_nominal=chosen is not None)
                 if preemptor is not None:
-                    chosen = preemptor
+                    chosen, chosen_request = preemptor, preemptor.request
             if chosen is None:
                 break
+            if chosen_request != chosen.request:
+                self._choose(chosen, chosen_request)
             self._take(chosen, now)
             admitted.append(chosen)
         self._changed = False
@@ -488,9 +518,18 @@ class QueueModel:
         for name, units in workload.request:
             self._use(queue, name, units)
 
+    def _choose(self, workload: QueuedWorkload, request: Request) -> None:
+        """A pending workload takes another of its options (the flavor that fits)."""
+        pending = self._queues[workload.queue].pending_units
+        for name, units in workload.request:
+            pending[name] -= units
+        workload.request = request
+        for name, units in request:
+            pending[name] = pending.get(name, 0) + units
+
     def _take(self, workload: QueuedWorkload, now: float) -> None:
         queue = self._queues[workload.queue]
-        shape = (workload.request, workload.priority)
+        shape = (workload.options or (workload.request,), workload.priority)
         waiting = queue.pending[shape]
         waiting.popleft()
         if not waiting:

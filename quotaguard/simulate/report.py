@@ -25,16 +25,17 @@ def preemption_json(preemption: Preemption) -> dict[str, Any]:
 
 
 def result_json(simulation: Simulation) -> dict[str, Any]:
-    """`{"static": M, "dynamic": M}` exactly as cli.md describes M (plus a few fields), the
-    reference arm (the static arm with the other baseline) and the preemption setting."""
+    """Every arm under its own key (`none`, `static`, `pool`, `dynamic`; M as cli.md
+    describes it, plus more fields), `reference` (the pool again, for older readers),
+    `bound` and the preemption setting."""
     document: dict[str, Any] = {
-        "static": metrics_json(simulation.static),
-        "dynamic": metrics_json(simulation.dynamic),
+        arm: metrics_json(metrics) for arm, metrics in simulation.metrics.items()
     }
     if simulation.reference is not None:
-        other = "pool" if simulation.setup.static_baseline == "guarantees" else "guarantees"
-        document["reference"] = {"baseline": other, **metrics_json(simulation.reference)}
+        document["reference"] = {"baseline": "pool", **metrics_json(simulation.reference)}
+    document["bound"] = {"utilization": round(simulation.bound, 4)}
     document["preemption"] = preemption_json(simulation.setup.preemption)
+    document["scoring"] = simulation.setup.scoring
     return document
 
 

@@ -1,4 +1,4 @@
-"""One simulation: trace -> admission -> both arms -> metrics, and what a reader should notice.
+"""One simulation: trace -> admission -> every arm -> metrics, and what a reader should notice.
 
 `simulate` is the one entry point the command, the benchmark and the tests use.
 """
@@ -6,13 +6,16 @@
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from quotaguard.policy.model import TenantPolicy
+from quotaguard.simulate.arms import ARMS
 from quotaguard.simulate.arrivals import AdmissionCache, arrivals
+from quotaguard.simulate.bound import bound_utilization
 from quotaguard.simulate.engine import ArmName, ArmRun, Setup, StaticBaseline, run_arm, setup
 from quotaguard.simulate.metrics import ArmMetrics, arm_metrics
+from quotaguard.simulate.placement import Scoring
 from quotaguard.simulate.preemption import PRESETS, SAMPLE_PRESET, Preemption
 from quotaguard.simulate.trace import Trace
 
@@ -36,11 +39,14 @@ class Simulation:
     policy: TenantPolicy
     trace: Trace
     setup: Setup
-    runs: Mapping[ArmName, ArmRun]
+    runs: Mapping[ArmName, ArmRun]  # in ARMS order
     metrics: Mapping[ArmName, ArmMetrics]
-    # the static arm with the other baseline, to tell what hand-written quotas could do
-    reference: ArmMetrics | None
     cache: AdmissionCache
+    bound: float = 1.0  # the most utilisation any arm could reach (bound.py)
+
+    @property
+    def arms(self) -> tuple[ArmName, ...]:
+        return tuple(self.metrics)
 
     @property
     def static(self) -> ArmMetrics:
@@ -49,6 +55,11 @@ class Simulation:
     @property
     def dynamic(self) -> ArmMetrics:
         return self.metrics["dynamic"]
+
+    @property
+    def reference(self) -> ArmMetrics | None:
+        """The hand-written pool: what dynamic quotas are weighed against."""
+        return self.metrics.get("pool")
 
     def denial_rules(self) -> list[tuple[str, int]]:
         """Denied workloads by rule, most frequent first."""
@@ -98,12 +109,12 @@ def simulate(
     *,
     static_baseline: StaticBaseline = "guarantees",
     preemption: Preemption = PRESETS[SAMPLE_PRESET],
-    reference: bool = True,
+    arms: Sequence[ArmName] = tuple(ARMS),
+    scoring: Scoring = "LeastAllocated",
     progress: Progress | None = None,
 ) -> Simulation:
-    """Run admission on the trace once, then the static and dynamic arms (and, with
-    `reference`, the static arm with the other baseline), all with the same `preemption` on
-    every queue."""
+    """Run admission on the trace once, then every arm (in `ARMS` order), all with the same
+    `preemption` on every queue and the same scheduler `scoring`."""
     cache = AdmissionCache()
     shared = setup(
         policy,
@@ -111,26 +122,13 @@ def simulate(
         arrivals(policy, trace, cache=cache),
         static_baseline=static_baseline,
         preemption=preemption,
+        scoring=scoring,
     )
     runs: dict[ArmName, ArmRun] = {}
-    for arm in ("static", "dynamic"):
+    for arm in (name for name in ARMS if name in arms):
         report = (lambda done, arm=arm: progress(arm, done)) if progress else None
         runs[arm] = run_arm(shared, arm, progress=report)
     metrics = {arm: arm_metrics(shared, run) for arm, run in runs.items()}
-    other: ArmMetrics | None = None
-    if reference:
-        baseline: StaticBaseline = "pool" if static_baseline == "guarantees" else "guarantees"
-        alternative = Setup(
-            policy=shared.policy,
-            arrivals=shared.arrivals,
-            capacity=shared.capacity,
-            horizon=shared.horizon,
-            interval=shared.interval,
-            static_baseline=baseline,
-            preemption=preemption,
-        )
-        reference_progress = (lambda done: progress("reference", done)) if progress else None
-        other = arm_metrics(
-            alternative, run_arm(alternative, "static", progress=reference_progress)
-        )
-    return Simulation(policy, trace, shared, runs, metrics, other, cache)
+    return Simulation(
+        policy, trace, shared, runs, metrics, cache, bound=bound_utilization(shared, runs)
+    )

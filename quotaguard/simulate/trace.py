@@ -5,11 +5,37 @@ horizon: 24h                  # optional: how long to simulate (default: until t
                               # arrival plus the longest run time)
 nodes:                        # or: snapshot: cluster.json (a kubectl `v1 List`, as for plan)
   - {name: gpu-1, allocatable: {nvidia.com/gpu: "8"}, labels: {...}}
+  - name: mig                   # `count` nodes mig-001, mig-002, ... alike
+    count: 2
+    gpus: 4                     # physical GPUs; what they offer follows from the labels:
+    labels:
+      nvidia.com/gpu.product: NVIDIA-H100-80GB-HBM3
+      nvidia.com/mig.config: mixed-1g-3g          # a config of migConfig, or built in
+  - {name: ts, gpus: 4, labels: {nvidia.com/device-plugin.config: time-sliced-4, ...}}
+migConfig:                      # optional: a mig-parted config (version: v1, mig-configs)
+  version: v1
+  mig-configs: {mixed-1g-3g: [{devices: [0, 1], mig-enabled: true, mig-devices: {1g.10gb: 7}},
+                              {devices: [2, 3], mig-enabled: true, mig-devices: {3g.40gb: 2}}]}
+devicePluginConfigs:            # optional: NVIDIA device plugin configs by name
+  time-sliced-4: {version: v1, sharing: {timeSlicing: {renameByDefault: true,
+                  resources: [{name: nvidia.com/gpu, replicas: 4}]}}}
 workloads:
   - {at: 0, duration: 3600, namespace: research, count: 4, every: 60, pod: {...}}
   - {at: 60, duration: 600, namespace: research, priority: 100, pod: {...}}
   - {at: 0, duration: 8h, namespace: research, checkpointEvery: 30m, pod: {...}}
+  - {at: 0, duration: 1h, namespace: serving, uses: 0.2, pod: {...}}
 ```
+
+A node with `gpus` offers what its GPUs become: whole `nvidia.com/gpu`, the MIG instances of
+the layout its `nvidia.com/mig.config` label names (resolved through `migConfig`, else the
+built-in configs of `quotaguard.policy.migconfig` for the GPU model its
+`nvidia.com/gpu.product` label names), and, when its `nvidia.com/device-plugin.config` label
+names a time-slicing config, `replicas` units per GPU (renamed `<resource>.shared` with
+`renameByDefault`). A node without `gpus` offers its `allocatable` as written (older traces).
+
+`uses` is the share of what the workload asks for *as written* (whole GPUs) that it keeps
+busy, as DCGM would show (default 1): an arm that gives it a smaller slice keeps the same
+work busy on less.
 
 `priority` is the workload's priority as Kueue sees it (a WorkloadPriorityClass or the pod's
 PriorityClass value; default 0): it orders a queue and decides who may preempt whom.
@@ -32,15 +58,44 @@ from typing import Any
 from quotaguard.kube.documents import TRACE as TRACE_LIMITS
 from quotaguard.kube.documents import DocumentError, load_json, load_yaml, read_error, read_text
 from quotaguard.kube.quantity import QuantityError, parse_duration, parse_quantity
+from quotaguard.policy.migconfig import MigConfig, parse_mig_configs
 from quotaguard.policy.problems import Path as FieldPath
 from quotaguard.policy.problems import format_path
 from quotaguard.quota.cluster import Node, Pod, SnapshotError, load_snapshot
+from quotaguard.simulate.devices import DeviceError, TimeSlicing, node_offer, parse_plugin_configs
 
-TOP_FIELDS = frozenset({"horizon", "nodes", "snapshot", "workloads", "description", "manifests"})
-NODE_FIELDS = frozenset({"name", "allocatable", "labels", "taints", "ready", "unschedulable"})
-WORKLOAD_FIELDS = frozenset(
-    {"at", "duration", "namespace", "count", "every", "pod", "name", "priority", "checkpointEvery"}
+TOP_FIELDS = frozenset(
+    {
+        "horizon",
+        "nodes",
+        "snapshot",
+        "workloads",
+        "description",
+        "manifests",
+        "migConfig",
+        "devicePluginConfigs",
+    }
 )
+NODE_FIELDS = frozenset(
+    {"name", "allocatable", "labels", "taints", "ready", "unschedulable", "gpus", "count"}
+)
+WORKLOAD_FIELDS = frozenset(
+    {
+        "at",
+        "duration",
+        "namespace",
+        "count",
+        "every",
+        "pod",
+        "name",
+        "priority",
+        "checkpointEvery",
+        "uses",
+    }
+)
+MAX_NODES = 100_000
+MAX_GPUS_PER_NODE = 64
+MAX_REPLICAS = 64
 MAX_COUNT = 1_000_000  # workloads of one entry; a trace is replayed in memory
 PRIORITY_RANGE = (-(2**31), 2**31 - 1)  # Kueue priorities are int32
 
@@ -67,6 +122,7 @@ class TraceWorkload:
     name: str | None = None
     priority: int = 0
     checkpoint_every: float | None = None  # seconds; None: an evicted run starts over
+    uses: float = 1.0  # share of the GPUs asked for as written that it keeps busy
 
     def arrival_times(self) -> Iterator[float]:
         for copy in range(self.count):
@@ -163,11 +219,19 @@ def _kind(value: object) -> str:
     return type(value).__name__
 
 
-def _node(check: _Checker, raw: object, index: int) -> Node | None:
+@dataclass(frozen=True, slots=True)
+class _Devices:
+    """The trace's MIG and device plugin configs, to resolve nodes given by `gpus`."""
+
+    mig: Mapping[str, MigConfig]
+    plugin: Mapping[str, TimeSlicing]
+
+
+def _node(check: _Checker, raw: object, index: int, devices: _Devices) -> list[Node]:
     path: FieldPath = ("nodes", index)
     node = check.mapping(raw, path, "a node")
     if node is None:
-        return None
+        return []
     check.unknown(node, NODE_FIELDS, path)
     name = node.get("name")
     if not isinstance(name, str) or not name:
@@ -207,14 +271,55 @@ def _node(check: _Checker, raw: object, index: int) -> Node | None:
             check.problem((*path, flag), f"must be true or false, not {setting!r}")
             setting = default
         flags[flag] = setting
-    return Node(
-        name=name,
-        ready=flags["ready"],
-        unschedulable=flags["unschedulable"],
-        taints=tuple(taints),
-        labels=check.string_map(node.get("labels", {}), (*path, "labels")),
-        allocatable=allocatable,
-    )
+    labels = check.string_map(node.get("labels", {}), (*path, "labels"))
+    gpus = node.get("gpus")
+    if gpus is not None:
+        if (
+            isinstance(gpus, bool)
+            or not isinstance(gpus, int)
+            or not 0 <= gpus <= MAX_GPUS_PER_NODE
+        ):
+            check.problem((*path, "gpus"), f"must be a whole number from 0 to {MAX_GPUS_PER_NODE}")
+        elif any(resource.startswith("nvidia.com/") for resource in allocatable):
+            check.problem(
+                (*path, "allocatable"),
+                "give gpus (and the layout labels) or nvidia.com allocatable, not both",
+            )
+        else:
+            try:
+                allocatable.update(node_offer(gpus, labels, devices.mig, devices.plugin))
+            except DeviceError as exc:
+                check.problem((*path, "labels"), str(exc))
+    count = node.get("count", 1)
+    if isinstance(count, bool) or not isinstance(count, int) or not 1 <= count <= MAX_NODES:
+        check.problem((*path, "count"), f"must be a whole number from 1 to {MAX_NODES:,}")
+        count = 1
+    names = [name] if "count" not in node else [f"{name}-{n:03d}" for n in range(1, count + 1)]
+    return [
+        Node(
+            name=each,
+            ready=flags["ready"],
+            unschedulable=flags["unschedulable"],
+            taints=tuple(taints),
+            labels=labels,
+            allocatable=allocatable,
+        )
+        for each in names
+    ]
+
+
+def _devices(check: _Checker, top: Mapping[str, Any]) -> _Devices:
+    mig: dict[str, MigConfig] = {}
+    if top.get("migConfig") is not None:
+        mig, problems = parse_mig_configs(top["migConfig"], ("migConfig",))
+        for problem in problems:
+            check.problem(tuple(problem.path), problem.message)
+    plugin: dict[str, TimeSlicing] = {}
+    if top.get("devicePluginConfigs") is not None:
+        plugin, found = parse_plugin_configs(top["devicePluginConfigs"])
+        for where, message in found:
+            check.problem(("devicePluginConfigs", *where), message)
+    return _Devices(mig, plugin)
 
 
 def _workload(check: _Checker, raw: object, index: int) -> TraceWorkload | None:
@@ -254,6 +359,9 @@ def _workload(check: _Checker, raw: object, index: int) -> TraceWorkload | None:
     low, high = PRIORITY_RANGE
     if isinstance(priority, bool) or not isinstance(priority, int) or not low <= priority <= high:
         check.problem((*path, "priority"), f"must be a whole number (int32), not {priority!r}")
+    uses = entry.get("uses", 1)
+    if isinstance(uses, bool) or not isinstance(uses, int | float) or not 0 <= uses <= 1:
+        check.problem((*path, "uses"), f"must be a share from 0 to 1, not {uses!r}")
     if len(check.problems) > before:
         return None
     assert at is not None and duration is not None and every is not None
@@ -269,6 +377,7 @@ def _workload(check: _Checker, raw: object, index: int) -> TraceWorkload | None:
         name=name,
         priority=priority,
         checkpoint_every=checkpoint_every,
+        uses=float(uses),
     )
 
 
@@ -299,14 +408,14 @@ def parse_trace(
         if not isinstance(raw_nodes, list) or not raw_nodes:
             check.problem(("nodes",), "must be a non-empty list of nodes")
         else:
+            devices = _devices(check, top)
             for index, raw in enumerate(raw_nodes):
-                found = _node(check, raw, index)
-                if found is not None:
-                    nodes.append(found)
-            names = [node.name for node in nodes]
-            for index, name in enumerate(names):
-                if name in names[:index]:
-                    check.problem(("nodes", index, "name"), f"node {name!r} appears twice")
+                nodes.extend(_node(check, raw, index, devices))
+            seen: set[str] = set()
+            for node in nodes:
+                if node.name in seen:
+                    check.problem(("nodes",), f"node {node.name!r} appears twice")
+                seen.add(node.name)
     elif isinstance(snapshot, str) and snapshot:
         path = Path(source).parent / snapshot
         try:

@@ -138,11 +138,11 @@ def test_the_progress_bar_draws_one_line_and_clears_it():
 
     stream = io.StringIO()
     bar = ProgressBar(stream)
-    bar("static", 0.5)
-    bar("dynamic", 1.0)
+    bar("static", 0.5)  # the second of four arms, half done
+    bar("dynamic", 1.0)  # the last one, done
     bar.close()
     frames = stream.getvalue().split("\r")[1:]
-    assert "17%" in frames[0] and "static" in frames[0]
-    assert "67%" in frames[1] and "dynamic" in frames[1]
+    assert "38%" in frames[0] and "static" in frames[0]
+    assert "100%" in frames[1] and "dynamic" in frames[1]
     assert frames[-1] == "" and frames[-2].strip() == ""
     assert "\n" not in stream.getvalue()

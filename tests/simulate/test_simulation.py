@@ -74,13 +74,17 @@ def test_dynamic_quotas_lend_the_capacity_static_guarantees_leave_idle(policy):
     assert result.dynamic.overall.utilization > result.static.overall.utilization
 
 
-def test_with_a_pool_baseline_static_quotas_already_lend_it(policy):
-    result = run(policy, BURST, horizon="3h", static_baseline="pool")
-    assert result.static.tenants["training"].mean_wait == pytest.approx(
+def test_a_cohort_pool_already_lends_what_static_guarantees_leave_idle(policy):
+    result = run(policy, BURST, horizon="3h")
+    pool = result.metrics["pool"]
+    assert pool.tenants["training"].mean_wait == pytest.approx(
         result.dynamic.tenants["training"].mean_wait
     )
-    assert result.reference is not None  # the guarantees-only static arm, for the verdict
-    assert result.reference.overall.utilization < result.static.overall.utilization
+    assert result.reference is pool  # what the verdict weighs dynamic quotas against
+    assert pool.overall.utilization > result.static.overall.utilization
+    # --static pool makes the static arm the pool too
+    again = run(policy, BURST, horizon="3h", static_baseline="pool")
+    assert again.static.overall == again.metrics["pool"].overall
 
 
 def test_the_same_trace_gives_the_same_result(policy):
@@ -127,8 +131,12 @@ def test_workloads_bigger_than_their_queue_can_ever_hold_are_left_out_of_waits(p
 
 def test_the_json_has_the_fields_of_the_command_line_contract(policy):
     document = result_json(run(policy, BURST))
-    assert set(document) == {"static", "dynamic", "reference", "preemption"}
-    for arm in (document["static"], document["dynamic"], document["reference"]):
+    arms = {"none", "static", "pool", "dynamic"}
+    assert set(document) == arms | {"reference", "bound", "preemption", "scoring"}
+    assert document["reference"] == {"baseline": "pool", **document["pool"]}
+    for arm in (document[name] for name in arms):
+        assert arm["utilization"] <= document["bound"]["utilization"]
+        assert {"usefulUtilization", "fragmentedGpuHours", "unplaceable"} <= set(arm)
         assert {"utilization", "meanWait", "p95Wait", "jainFairness", "denied", "tenants"} <= set(
             arm
         )
