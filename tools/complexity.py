@@ -32,7 +32,6 @@ ALLOWED: dict[str, int] = {
     "quotaguard/admission/suites.py:_outcome": 21,
     "quotaguard/quota/diff.py:diff": 20,
     "quotaguard/simulate/trace.py:_workload": 19,
-    "quotaguard/simulate/trace.py:_node": 18,
     "quotaguard/simulate/preemption.py:candidates": 18,
     "quotaguard/quota/cluster.py:_Reader.read": 18,
     "quotaguard/quota/demand.py:_observed_demand": 17,

@@ -168,6 +168,20 @@ def _count(shared: Setup, run: ArmRun, arrival: Arrival, tallies: list[_Tally], 
             tally.waits.append(start - arrival.at)
 
 
+def _kind(shared: Setup, arrival: Arrival) -> str:
+    """What an arrival is to the GPU queues: queued, denied (outside every tenant),
+    unmanaged, or nothing (late, or no GPUs)."""
+    verdict = arrival.verdict
+    if arrival.at >= shared.horizon:
+        return "late"
+    asks = bool(verdict.request or verdict.unknown)
+    if arrival.tenant is None:
+        if not verdict.allowed:
+            return "denied"
+        return "unmanaged" if asks else "none"
+    return "queued" if asks or not verdict.allowed else "none"
+
+
 def arm_metrics(shared: Setup, run: ArmRun) -> ArmMetrics:
     capacity_seconds = shared.capacity_gpus * shared.horizon
     overall = _Tally()
@@ -177,17 +191,13 @@ def arm_metrics(shared: Setup, run: ArmRun) -> ArmMetrics:
     bounds = arm.bounds(shared) if arm is not None else None
     fits_cache: dict[tuple[str, int], bool] = {}
     for arrival in shared.arrivals:
-        if arrival.at >= shared.horizon:
+        kind = _kind(shared, arrival)
+        if kind == "denied":
+            overall.workloads += 1
+            overall.denied += 1
+        unmanaged += kind == "unmanaged"
+        if kind != "queued" or arrival.tenant is None:
             continue
-        if arrival.tenant is None:
-            if not arrival.verdict.allowed:
-                overall.workloads += 1
-                overall.denied += 1
-            elif arrival.verdict.request or arrival.verdict.unknown:
-                unmanaged += 1
-            continue
-        if arrival.verdict.allowed and not (arrival.verdict.request or arrival.verdict.unknown):
-            continue  # no GPUs: nothing for the GPU queues to do
         key = (arrival.tenant, arrival.entry)
         fits = fits_cache.get(key)
         if fits is None:

@@ -105,44 +105,49 @@ class Cluster:
         self._matching: dict[tuple[str, Selector], list[_Group]] = {}
         # bumped whenever units are freed: a placement that failed can only succeed after
         self.released = 0
+        self._keyed: dict[tuple[str, tuple[tuple[str, str], ...], int], _Group] = {}
         by_name: dict[str, int] = {}
-        keyed: dict[tuple[str, tuple[tuple[str, str], ...], int], _Group] = {}
         for node in nodes:
-            if not node_counts(policy, node):
-                continue
-            index = len(self.names)
-            by_name[node.name] = index
-            labels = dict(node.labels)
-            units: dict[str, int] = {}
-            for resource, amount in node.allocatable.items():
-                gpu_class = policy.class_of_resource(resource, labels)
-                if gpu_class is not None and amount > 0:
-                    units[gpu_class.name] = units.get(gpu_class.name, 0) + amount
-            self.names.append(node.name)
-            self.labels.append(labels)
-            self.capacity.append(dict(units))
-            self.free.append(dict(units))
-            groups: dict[str, _Group] = {}
-            for class_name, amount in units.items():
-                key = (class_name, tuple(sorted(labels.items())), amount)
-                group = keyed.get(key)
-                if group is None:
-                    group = keyed[key] = _Group(class_name, labels, amount)
-                    self._groups.setdefault(class_name, []).append(group)
-                group.nodes.append(index)
-                group.buckets.setdefault(amount, {})[index] = None
-                group.free_total += amount
-                groups[class_name] = group
-            self._group_of.append(groups)
+            if node_counts(policy, node):
+                by_name[node.name] = len(self.names)
+                self._add(policy, node)
         for pod in pods:
             held = by_name.get(pod.node_name or "")
-            if held is None or not pod.active or not outside_tenants(policy, pod.namespace):
-                continue
-            node = Node(pod.node_name or "", True, False, (), self.labels[held], {})
-            for resource, amount in pod.gpus.items():
-                gpu_class = class_of_pod_resource(policy, resource, pod, node)
-                if gpu_class is not None and gpu_class.name in self.free[held]:
-                    self._take(held, gpu_class.name, min(amount, self.free[held][gpu_class.name]))
+            if held is not None and pod.active and outside_tenants(policy, pod.namespace):
+                self._hold(policy, held, pod)
+
+    def _add(self, policy: TenantPolicy, node: Node) -> None:
+        index = len(self.names)
+        labels = dict(node.labels)
+        units: dict[str, int] = {}
+        for resource, amount in node.allocatable.items():
+            gpu_class = policy.class_of_resource(resource, labels)
+            if gpu_class is not None and amount > 0:
+                units[gpu_class.name] = units.get(gpu_class.name, 0) + amount
+        self.names.append(node.name)
+        self.labels.append(labels)
+        self.capacity.append(dict(units))
+        self.free.append(dict(units))
+        groups: dict[str, _Group] = {}
+        for class_name, amount in units.items():
+            key = (class_name, tuple(sorted(labels.items())), amount)
+            group = self._keyed.get(key)
+            if group is None:
+                group = self._keyed[key] = _Group(class_name, labels, amount)
+                self._groups.setdefault(class_name, []).append(group)
+            group.nodes.append(index)
+            group.buckets.setdefault(amount, {})[index] = None
+            group.free_total += amount
+            groups[class_name] = group
+        self._group_of.append(groups)
+
+    def _hold(self, policy: TenantPolicy, held: int, pod: Pod) -> None:
+        """GPUs a pod outside every tenant holds on a node."""
+        node = Node(pod.node_name or "", True, False, (), self.labels[held], {})
+        for resource, amount in pod.gpus.items():
+            gpu_class = class_of_pod_resource(policy, resource, pod, node)
+            if gpu_class is not None and gpu_class.name in self.free[held]:
+                self._take(held, gpu_class.name, min(amount, self.free[held][gpu_class.name]))
 
     # -- reading -------------------------------------------------------------------------
 

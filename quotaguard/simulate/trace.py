@@ -227,16 +227,7 @@ class _Devices:
     plugin: Mapping[str, TimeSlicing]
 
 
-def _node(check: _Checker, raw: object, index: int, devices: _Devices) -> list[Node]:
-    path: FieldPath = ("nodes", index)
-    node = check.mapping(raw, path, "a node")
-    if node is None:
-        return []
-    check.unknown(node, NODE_FIELDS, path)
-    name = node.get("name")
-    if not isinstance(name, str) or not name:
-        check.problem((*path, "name"), "a node needs a name")
-        name = f"node-{index}"
+def _allocatable(check: _Checker, node: Mapping[str, Any], path: FieldPath) -> dict[str, int]:
     allocatable: dict[str, int] = {}
     found = check.mapping(node.get("allocatable", {}), (*path, "allocatable"), "allocatable")
     for resource, amount in (found or {}).items():
@@ -253,6 +244,10 @@ def _node(check: _Checker, raw: object, index: int, devices: _Devices) -> list[N
             )
             continue
         allocatable[str(resource)] = int(value)
+    return allocatable
+
+
+def _taints(check: _Checker, node: Mapping[str, Any], path: FieldPath) -> tuple[str, ...]:
     taints: list[str] = []
     raw_taints = node.get("taints", [])
     if not isinstance(raw_taints, list):
@@ -264,6 +259,10 @@ def _node(check: _Checker, raw: object, index: int, devices: _Devices) -> list[N
             taints.append(key)
         else:
             check.problem((*path, "taints", position), "a taint is a key or {key: ...}")
+    return tuple(taints)
+
+
+def _flags(check: _Checker, node: Mapping[str, Any], path: FieldPath) -> dict[str, bool]:
     flags: dict[str, bool] = {}
     for flag, default in (("ready", True), ("unschedulable", False)):
         setting = node.get(flag, default)
@@ -271,25 +270,52 @@ def _node(check: _Checker, raw: object, index: int, devices: _Devices) -> list[N
             check.problem((*path, flag), f"must be true or false, not {setting!r}")
             setting = default
         flags[flag] = setting
-    labels = check.string_map(node.get("labels", {}), (*path, "labels"))
+    return flags
+
+
+def _gpu_offer(
+    check: _Checker,
+    node: Mapping[str, Any],
+    path: FieldPath,
+    labels: Mapping[str, str],
+    allocatable: Mapping[str, int],
+    devices: _Devices,
+) -> dict[str, int]:
+    """What a node given by `gpus` offers (its labels decide), or nothing."""
     gpus = node.get("gpus")
-    if gpus is not None:
-        if (
-            isinstance(gpus, bool)
-            or not isinstance(gpus, int)
-            or not 0 <= gpus <= MAX_GPUS_PER_NODE
-        ):
-            check.problem((*path, "gpus"), f"must be a whole number from 0 to {MAX_GPUS_PER_NODE}")
-        elif any(resource.startswith("nvidia.com/") for resource in allocatable):
-            check.problem(
-                (*path, "allocatable"),
-                "give gpus (and the layout labels) or nvidia.com allocatable, not both",
-            )
-        else:
-            try:
-                allocatable.update(node_offer(gpus, labels, devices.mig, devices.plugin))
-            except DeviceError as exc:
-                check.problem((*path, "labels"), str(exc))
+    if gpus is None:
+        return {}
+    if isinstance(gpus, bool) or not isinstance(gpus, int) or not 0 <= gpus <= MAX_GPUS_PER_NODE:
+        check.problem((*path, "gpus"), f"must be a whole number from 0 to {MAX_GPUS_PER_NODE}")
+        return {}
+    if any(resource.startswith("nvidia.com/") for resource in allocatable):
+        check.problem(
+            (*path, "allocatable"),
+            "give gpus (and the layout labels) or nvidia.com allocatable, not both",
+        )
+        return {}
+    try:
+        return node_offer(gpus, labels, devices.mig, devices.plugin)
+    except DeviceError as exc:
+        check.problem((*path, "labels"), str(exc))
+        return {}
+
+
+def _node(check: _Checker, raw: object, index: int, devices: _Devices) -> list[Node]:
+    path: FieldPath = ("nodes", index)
+    node = check.mapping(raw, path, "a node")
+    if node is None:
+        return []
+    check.unknown(node, NODE_FIELDS, path)
+    name = node.get("name")
+    if not isinstance(name, str) or not name:
+        check.problem((*path, "name"), "a node needs a name")
+        name = f"node-{index}"
+    allocatable = _allocatable(check, node, path)
+    taints = _taints(check, node, path)
+    flags = _flags(check, node, path)
+    labels = check.string_map(node.get("labels", {}), (*path, "labels"))
+    allocatable.update(_gpu_offer(check, node, path, labels, allocatable, devices))
     count = node.get("count", 1)
     if isinstance(count, bool) or not isinstance(count, int) or not 1 <= count <= MAX_NODES:
         check.problem((*path, "count"), f"must be a whole number from 1 to {MAX_NODES:,}")
@@ -300,7 +326,7 @@ def _node(check: _Checker, raw: object, index: int, devices: _Devices) -> list[N
             name=each,
             ready=flags["ready"],
             unschedulable=flags["unschedulable"],
-            taints=tuple(taints),
+            taints=taints,
             labels=labels,
             allocatable=allocatable,
         )
@@ -320,6 +346,13 @@ def _devices(check: _Checker, top: Mapping[str, Any]) -> _Devices:
         for where, message in found:
             check.problem(("devicePluginConfigs", *where), message)
     return _Devices(mig, plugin)
+
+
+def _share(check: _Checker, value: object, path: FieldPath) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= 1:
+        check.problem(path, f"must be a share from 0 to 1, not {value!r}")
+        return 1.0
+    return float(value)
 
 
 def _workload(check: _Checker, raw: object, index: int) -> TraceWorkload | None:
@@ -359,9 +392,7 @@ def _workload(check: _Checker, raw: object, index: int) -> TraceWorkload | None:
     low, high = PRIORITY_RANGE
     if isinstance(priority, bool) or not isinstance(priority, int) or not low <= priority <= high:
         check.problem((*path, "priority"), f"must be a whole number (int32), not {priority!r}")
-    uses = entry.get("uses", 1)
-    if isinstance(uses, bool) or not isinstance(uses, int | float) or not 0 <= uses <= 1:
-        check.problem((*path, "uses"), f"must be a share from 0 to 1, not {uses!r}")
+    uses = _share(check, entry.get("uses", 1), (*path, "uses"))
     if len(check.problems) > before:
         return None
     assert at is not None and duration is not None and every is not None
@@ -377,7 +408,7 @@ def _workload(check: _Checker, raw: object, index: int) -> TraceWorkload | None:
         name=name,
         priority=priority,
         checkpoint_every=checkpoint_every,
-        uses=float(uses),
+        uses=uses,
     )
 
 
