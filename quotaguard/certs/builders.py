@@ -300,18 +300,26 @@ def _pair_matches(pair: KeyPair) -> bool:
     return cert_public == key_public
 
 
+def _pair_problem(pair: KeyPair, name: str, certificate_name: str) -> str | None:
+    """Why a stored key pair cannot be used at all (unreadable, or key and certificate apart)."""
+    try:
+        if not _pair_matches(pair):
+            return f"{certificate_name} does not match its key"
+    except (ValueError, CertificateInputError) as exc:
+        return f"{name} is unreadable ({exc})"
+    return None
+
+
 def ca_problem(
     ca: KeyPair | None, now: datetime.datetime, renew_before: datetime.timedelta
 ) -> str | None:
     """Why the CA must be replaced, or None when it can stay."""
     if ca is None:
         return "no CA yet"
-    try:
-        cert = ca.certificate
-        if not _pair_matches(ca):
-            return "the CA certificate does not match its key"
-    except (ValueError, CertificateInputError) as exc:
-        return f"the CA is unreadable ({exc})"
+    unusable = _pair_problem(ca, "the CA", "the CA certificate")
+    if unusable is not None:
+        return unusable
+    cert = ca.certificate
     constraints = _basic_constraints(cert)
     if constraints is None or not constraints.ca:
         return "the CA certificate is not a CA"
@@ -336,12 +344,10 @@ def serving_problem(
     """Why the serving certificate must be reissued, or None when it can stay."""
     if serving is None:
         return "no serving certificate yet"
-    try:
-        cert = serving.certificate
-        if not _pair_matches(serving):
-            return "the serving certificate does not match its key"
-    except (ValueError, CertificateInputError) as exc:
-        return f"the serving certificate is unreadable ({exc})"
+    unusable = _pair_problem(serving, "the serving certificate", "the serving certificate")
+    if unusable is not None:
+        return unusable
+    cert = serving.certificate
     try:
         cert.verify_directly_issued_by(ca.certificate)
     except (ValueError, TypeError, InvalidSignature):
