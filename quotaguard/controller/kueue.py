@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from decimal import ROUND_HALF_EVEN, Decimal
 from fractions import Fraction
 from typing import Any
@@ -59,57 +60,90 @@ def _quota_entry(entry: JsonObject, target: ResourceQuota | None) -> JsonObject:
     return updated
 
 
+@dataclass(frozen=True)
+class GpuKeys:
+    """What of a ClusterQueue's resource groups the policy's classes speak for."""
+
+    targets: Mapping[tuple[str, str], ResourceQuota | None]  # (flavor, resource) -> quota
+    resources: tuple[str, ...]
+    flavors: tuple[str, ...]
+
+    @classmethod
+    def of(cls, policy: TenantPolicy, quotas: Mapping[str, ResourceQuota]) -> GpuKeys:
+        classes = policy.spec.gpu_classes
+        return cls(
+            targets={(c.flavor, c.resource): quotas.get(c.name) for c in classes},
+            resources=tuple(_unique(c.resource for c in classes)),
+            flavors=tuple(_unique(c.flavor for c in classes)),
+        )
+
+    def manages(self, flavor: object, resource: object) -> bool:
+        return flavor in self.flavors and resource in self.resources
+
+
+def gpu_groups(groups: list[Any], keys: GpuKeys) -> list[JsonObject]:
+    """The groups covering a class resource (Kueue lets a resource belong to one group)."""
+    return [
+        group
+        for group in groups
+        if isinstance(group, dict)
+        and set(group.get("coveredResources") or ()) & set(keys.resources)
+    ]
+
+
+def _taken(others: list[Any]) -> tuple[set[object], set[object]]:
+    """The resources and flavors other groups already have."""
+    groups = [g for g in others if isinstance(g, dict)]
+    resources = {r for g in groups for r in g.get("coveredResources") or ()}
+    flavors = {f.get("name") for g in groups for f in g.get("flavors") or ()}
+    return resources, flavors
+
+
+def grow_group(group: JsonObject, others: list[Any], keys: GpuKeys) -> None:
+    """The one GPU group covers every class resource and flavor, except those another group
+    already has (a resource or flavor may belong to one group only)."""
+    taken_resources, taken_flavors = _taken(others)
+    covered = list(group.get("coveredResources") or ())
+    covered += [r for r in keys.resources if r not in covered and r not in taken_resources]
+    group["coveredResources"] = covered
+    flavors = list(group.get("flavors") or ())
+    present = {f.get("name") for f in flavors} | taken_flavors
+    flavors += [{"name": name, "resources": []} for name in keys.flavors if name not in present]
+    group["flavors"] = flavors
+
+
+def flavor_resources(flavor: Mapping[str, Any], covered: list[str], keys: GpuKeys) -> list[Any]:
+    """One flavor's resources in the group's order: the managed pairs set to their targets,
+    a covered resource the flavor lacks at nominalQuota 0, the rest as they are."""
+    name = flavor.get("name")
+    existing = {r.get("name"): r for r in flavor.get("resources") or ()}
+    resources = []
+    for resource in covered:
+        entry = dict(existing.get(resource) or {"name": resource})
+        if keys.manages(name, resource):
+            entry = _quota_entry(entry, keys.targets.get((str(name), resource)))
+        elif "nominalQuota" not in entry:
+            entry["nominalQuota"] = "0"
+        resources.append(entry)
+    return resources
+
+
 def desired_resource_groups(
     groups: list[Any], policy: TenantPolicy, quotas: Mapping[str, ResourceQuota]
 ) -> list[Any]:
     """The resourceGroups list with the GPU group set to the targets (`quotas` by class name)."""
     groups = copy.deepcopy(groups)
-    targets = {(c.flavor, c.resource): quotas.get(c.name) for c in policy.spec.gpu_classes}
-    class_resources = _unique(c.resource for c in policy.spec.gpu_classes)
-    class_flavors = _unique(c.flavor for c in policy.spec.gpu_classes)
-    gpu_groups = [
-        group
-        for group in groups
-        if isinstance(group, dict)
-        and set(group.get("coveredResources") or ()) & set(class_resources)
-    ]
-    if len(gpu_groups) <= 1:
-        # The one GPU group may grow to cover every class resource and flavor, except those
-        # another group already has (a resource or flavor may belong to one group only).
-        chosen = {id(g) for g in gpu_groups}
-        others = [g for g in groups if isinstance(g, dict) and id(g) not in chosen]
-        taken_resources = {r for g in others for r in g.get("coveredResources") or ()}
-        taken_flavors = {f.get("name") for g in others for f in g.get("flavors") or ()}
-        if not gpu_groups:
-            new_group: JsonObject = {"coveredResources": [], "flavors": []}
-            groups.append(new_group)
-            gpu_groups = [new_group]
-        group = gpu_groups[0]
-        covered = list(group.get("coveredResources") or ())
-        covered += [r for r in class_resources if r not in covered and r not in taken_resources]
-        group["coveredResources"] = covered
-        flavors = list(group.get("flavors") or ())
-        present = {f.get("name") for f in flavors}
-        flavors += [
-            {"name": name, "resources": []}
-            for name in class_flavors
-            if name not in present and name not in taken_flavors
-        ]
-        group["flavors"] = flavors
-    for group in gpu_groups:
+    keys = GpuKeys.of(policy, quotas)
+    found = gpu_groups(groups, keys)
+    if len(found) <= 1:
+        if not found:
+            groups.append({"coveredResources": [], "flavors": []})
+            found = [groups[-1]]
+        grow_group(found[0], [g for g in groups if g is not found[0]], keys)
+    for group in found:
         covered = list(group.get("coveredResources") or ())
         for flavor in group.get("flavors") or ():
-            name = flavor.get("name")
-            existing = {r.get("name"): r for r in flavor.get("resources") or ()}
-            resources = []
-            for resource in covered:
-                entry = dict(existing.get(resource) or {"name": resource})
-                if name in class_flavors and resource in class_resources:
-                    entry = _quota_entry(entry, targets.get((name, resource)))
-                elif "nominalQuota" not in entry:
-                    entry["nominalQuota"] = "0"
-                resources.append(entry)
-            flavor["resources"] = resources
+            flavor["resources"] = flavor_resources(flavor, covered, keys)
     return groups
 
 
