@@ -26,7 +26,6 @@ ALLOWED: dict[str, int] = {
     "quotaguard/simulate/engine.py:run_arm": 29,
     "quotaguard/simulate/queueing.py:QueueModel._preempt": 28,
     "quotaguard/simulate/trace.py:parse_trace": 26,
-    "quotaguard/simulate/report.py:verdict": 25,
     "quotaguard/policy/checks.py:_tenant": 25,
     "quotaguard/admission/suites.py:_outcome": 21,
     "quotaguard/quota/diff.py:diff": 20,

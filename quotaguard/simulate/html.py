@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from html import escape
 
 from quotaguard.charts.svg import Line, color, line_chart, stacked_chart
 from quotaguard.simulate.engine import Series
-from quotaguard.simulate.report import headline, summary_rows, tenant_rows, verdict
+from quotaguard.simulate.report import headline, idle_rows, summary_rows, tenant_rows, verdict
 from quotaguard.simulate.simulation import Simulation
+from quotaguard.simulate.verdict import BASELINES
 
 STYLE = """
 body{font:14px/1.45 system-ui,-apple-system,Segoe UI,sans-serif;margin:2em auto;max-width:1560px;
@@ -44,73 +46,43 @@ def _utilisation(series: Series) -> list[float]:
     ] or [0.0] * len(series.times)
 
 
-def charts(simulation: Simulation) -> list[tuple[str, list[str]]]:
-    """(section title, SVG charts) in the order the page shows them."""
-    static = simulation.runs["static"].series
-    dynamic = simulation.runs["dynamic"].series
-    tenants = sorted(static.allocated)
-    colors = {name: color(index) for index, name in enumerate(tenants)}
-    times = dynamic.times
-    sections = []
-    sections.append(
-        (
-            "Utilisation over time",
-            [
-                line_chart(
-                    "GPU utilisation (share of capacity allocated)",
-                    times,
-                    [
-                        Line("static", _utilisation(static), color(5), dashed=True),
-                        Line("dynamic", _utilisation(dynamic), color(0)),
-                    ],
-                    percent=True,
-                    top=1.0,
-                )
-            ],
-        )
-    )
-    allocation = []
-    for name, series in (("static", static), ("dynamic", dynamic)):
-        allocation.append(
-            stacked_chart(
-                f"GPUs allocated per tenant: {name}",
-                series.times,
-                [Line(t, series.allocated[t], colors[t]) for t in tenants],
-                ceiling=Line("capacity", series.capacity, "#1d232a"),
-                y_label="GPU equivalents",
-            )
-        )
-    sections.append(("Allocation per tenant", allocation))
-    sections.append(
-        (
-            "Queue lengths",
-            [
-                line_chart(
-                    "Workloads waiting per tenant (static dashed, dynamic solid)",
-                    times,
-                    [
-                        *(Line(f"{t} static", static.pending[t], colors[t], True) for t in tenants),
-                        *(Line(f"{t} dynamic", dynamic.pending[t], colors[t]) for t in tenants),
-                    ],
-                    y_label="workloads",
-                )
-            ],
-        )
-    )
-    quota_charts = []
+def _arm_lines(simulation: Simulation, values: Callable[[Series], list[float]]) -> list[Line]:
+    """One line per arm; the baselines dashed."""
+    return [
+        Line(arm, values(simulation.runs[arm].series), color(index), dashed=arm in BASELINES)
+        for index, arm in enumerate(simulation.arms)
+    ]
+
+
+def _useful(series: Series) -> list[float]:
+    return [
+        busy / capacity if capacity else 0.0
+        for busy, capacity in zip(series.useful, series.capacity, strict=True)
+    ] or [0.0] * len(series.times)
+
+
+def _waiting(series: Series) -> list[float]:
+    return [float(sum(column)) for column in zip(*series.pending.values(), strict=True)] or [
+        0.0
+    ] * len(series.times)
+
+
+def _quota_charts(simulation: Simulation, colors: dict[str, str]) -> list[str]:
+    """Per class, each tenant's nominal quota in the arms whose quotas move (solid) beside
+    the static arm's hand-set ones (dashed)."""
+    moving = [arm for arm in simulation.arms if simulation.metrics[arm].plans]
+    shown = [arm for arm in ("static", *moving) if arm in simulation.runs]
+    times = simulation.runs[simulation.arms[-1]].series.times
+    found = []
     for gpu_class in simulation.policy.spec.gpu_classes:
         lines = []
-        for tenant in tenants:
-            dynamic_row = dynamic.nominal.get(tenant, {}).get(gpu_class.name)
-            static_row = static.nominal.get(tenant, {}).get(gpu_class.name)
-            if dynamic_row is None and static_row is None:
-                continue
-            if static_row is not None:
-                lines.append(Line(f"{tenant} static", static_row, colors[tenant], True))
-            if dynamic_row is not None:
-                lines.append(Line(f"{tenant} dynamic", dynamic_row, colors[tenant]))
+        for tenant in colors:
+            for arm in shown:
+                row = simulation.runs[arm].series.nominal.get(tenant, {}).get(gpu_class.name)
+                if row is not None:
+                    lines.append(Line(f"{tenant} {arm}", row, colors[tenant], arm == "static"))
         if lines:
-            quota_charts.append(
+            found.append(
                 line_chart(
                     f"Nominal quota of {gpu_class.name} ({gpu_class.resource})",
                     times,
@@ -118,8 +90,54 @@ def charts(simulation: Simulation) -> list[tuple[str, list[str]]]:
                     y_label="units",
                 )
             )
-    sections.append(("Quotas over time", quota_charts))
-    return sections
+    return found
+
+
+def charts(simulation: Simulation) -> list[tuple[str, list[str]]]:
+    """(section title, SVG charts) in the order the page shows them; every arm in each."""
+    last = simulation.runs[simulation.arms[-1]].series
+    tenants = sorted(last.allocated)
+    colors = {name: color(index) for index, name in enumerate(tenants)}
+    times = last.times
+    over_time = [
+        line_chart(
+            "GPU utilisation (share of capacity allocated), baselines dashed",
+            times,
+            _arm_lines(simulation, _utilisation),
+            percent=True,
+            top=1.0,
+        ),
+        line_chart(
+            "Useful utilisation (share of capacity kept busy), baselines dashed",
+            times,
+            _arm_lines(simulation, _useful),
+            percent=True,
+            top=1.0,
+        ),
+    ]
+    allocation = [
+        stacked_chart(
+            f"GPUs allocated per tenant: {arm}",
+            series.times,
+            [
+                Line(t, series.allocated.get(t, [0.0] * len(series.times)), colors[t])
+                for t in tenants
+            ],
+            ceiling=Line("capacity", series.capacity, "#1d232a"),
+            y_label="GPU equivalents",
+        )
+        for arm, series in ((arm, simulation.runs[arm].series) for arm in simulation.arms)
+    ]
+    waiting = line_chart(
+        "Workloads waiting, all tenants", times, _arm_lines(simulation, _waiting),
+        y_label="workloads",
+    )  # fmt: skip
+    return [
+        ("Utilisation over time", over_time),
+        ("Allocation per tenant", allocation),
+        ("Queue lengths", [waiting]),
+        ("Quotas over time", _quota_charts(simulation, colors)),
+    ]
 
 
 def render_html(simulation: Simulation) -> str:
@@ -132,9 +150,12 @@ def render_html(simulation: Simulation) -> str:
         f"<title>{escape(title)}</title><style>{STYLE}</style></head><body>",
         f"<h1>{escape(title)}</h1>",
         *(f'<p class="meta">{escape(line)}</p>' for line in lines[1:]),
-        "<h2>Static against dynamic quotas</h2>",
-        _table(summary_rows(simulation.static, simulation.dynamic)),
-        _table(tenant_rows(simulation.static, simulation.dynamic)),
+        "<h2>Every arm side by side, and the bound</h2>",
+        _table(summary_rows(simulation)),
+        "<h2>Where the idle GPU-hours went</h2>",
+        _table(idle_rows(simulation)),
+        "<h2>Per tenant</h2>",
+        _table(tenant_rows(simulation)),
         f'<p class="verdict">{escape(verdict(simulation))}</p>',
     ]
     for section, svgs in charts(simulation):

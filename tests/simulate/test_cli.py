@@ -31,17 +31,18 @@ def day_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, Path]:
     return out.getvalue(), html
 
 
-def test_the_sample_trace_prints_both_arms_side_by_side_and_a_verdict(day_run):
+def test_the_sample_trace_prints_every_arm_side_by_side_and_a_verdict(day_run):
     text, _ = day_run
-    assert re.search(r"^\s+static\s+dynamic\s+change$", text, re.MULTILINE)
-    for label in ("GPU utilisation", "mean wait", "p95 wait", "Jain fairness", "denied"):
+    assert re.search(r"^\s+none\s+static\s+pool\s+dynamic\s+bound$", text, re.MULTILINE)
+    for label in ("GPU utilisation", "useful utilisation", "mean wait", "p95 wait", "denied"):
         assert any(line.startswith(label) for line in text.splitlines()), label
     for tenant in ("inference", "training", "notebooks"):
-        assert re.search(rf"^{tenant}\s+\S+% → \S+%", text, re.MULTILINE), tenant
-    assert "Dynamic quotas" in text or "GPU utilisation is about the same" in text
-    # the sample ClusterQueues reclaim: the verdict weighs dynamic quotas against a pool
+        assert re.search(rf"^{tenant}\s+utilisation(\s+\S+%){{4}}$", text, re.MULTILINE), tenant
+    said = " ".join(text.split("\n\n")[-2].split())
+    assert said.startswith("Against no quotaguard")
+    # the sample ClusterQueues reclaim: preemption is told for every arm
     assert any(line.startswith("preempted") for line in text.splitlines())
-    assert "what dynamic quotas add over a static pool is" in " ".join(text.split())
+    assert "in the none arm" in said and "in the dynamic arm" in said
 
 
 def test_the_html_report_is_self_contained_with_charts(day_run):
@@ -49,6 +50,9 @@ def test_the_html_report_is_self_contained_with_charts(day_run):
     page = html.read_text()
     assert page.startswith("<!DOCTYPE html>")
     assert page.count("<svg") >= 5
+    for arm in ("none", "static", "pool", "dynamic", "bound"):
+        assert f"<th>{arm}</th>" in page
+    assert "Where the idle GPU-hours went" in page
     assert "<script" not in page
     assert not re.search(r"""(src|href)\s*=""", page)
     for svg in re.findall(r"<svg.*?</svg>", page, re.DOTALL):

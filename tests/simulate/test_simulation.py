@@ -230,7 +230,7 @@ def test_reclaim_evicts_borrowed_work_which_restarts_from_the_beginning(policy):
     assert document["static"]["gpuHoursLost"] == pytest.approx(2 * SLICE_GPUS, abs=0.01)
     assert document["static"]["tenants"]["training"]["preempted"] == 2
     assert document["static"]["tenants"]["inference"]["preempted"] == 0
-    assert "evicted 2 workloads" in verdict(result)
+    assert "2 workloads (0.86 GPU-hours of work thrown away) in the static arm" in verdict(result)
 
 
 def test_an_evicted_job_with_checkpoints_resumes_and_loses_only_the_work_since(policy):
@@ -329,7 +329,7 @@ def test_static_arm_admits_a_workload_that_fits_only_by_borrowing_other_queues_g
     document = result_json(result)
     assert (document["static"]["neverFits"], document["dynamic"]["neverFits"]) == (0, 1)
     assert document["reference"]["neverFits"] == 1
-    assert "can never be admitted (0 static, 1 dynamic" in verdict(result)
+    assert "can never be admitted (0 none, 0 static, 1 pool, 1 dynamic" in verdict(result)
 
 
 def test_a_workload_bigger_than_its_queues_max_never_fits_in_any_arm(policy):

@@ -1,0 +1,116 @@
+"""What a reader of `quotaguard simulate` sees: every arm as a column beside the bound, the
+idle breakdown, a verdict that opens with what quotaguard adds over none and over a pool."""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from pathlib import Path
+
+import pytest
+
+from quotaguard.policy.loader import load_policy_file
+from quotaguard.simulate.arms import ARMS
+from quotaguard.simulate.html import render_html
+from quotaguard.simulate.report import render_text, result_json
+from quotaguard.simulate.simulation import Simulation, simulate
+from quotaguard.simulate.trace import load_trace
+from quotaguard.simulate.verdict import verdict
+from quotaguard.simulate.words import IDLE_LABELS
+
+ROOT = Path(__file__).parents[2]
+SMALL = ROOT / "tests" / "simulate" / "small.yaml"
+
+
+@pytest.fixture(scope="module")
+def small() -> Simulation:
+    policy = load_policy_file(ROOT / "config" / "policy.yaml")
+    return simulate(policy, load_trace(SMALL))
+
+
+def _sections(text: str) -> list[str]:
+    return text.split("\n\n")
+
+
+def test_the_summary_table_has_one_column_per_arm_and_the_bound(small):
+    summary = _sections(render_text(small))[1].splitlines()
+    assert summary[0].split() == [*ARMS, "bound"]
+    document = result_json(small)
+    utilisation = summary[1].split()
+    assert utilisation[:2] == ["GPU", "utilisation"]
+    shown = [f"{100 * document[arm]['utilization']:.1f}%" for arm in ARMS]
+    assert utilisation[2:] == [*shown, f"{100 * document['bound']['utilization']:.1f}%"]
+    labels = [line[:21].strip() for line in summary[1:]]
+    for label in ("useful utilisation", "unplaceable", "fragmented GPU-hours", "p95 wait"):
+        assert label in labels
+
+
+def test_the_idle_table_breaks_idle_gpu_hours_down_per_arm(small):
+    idle = _sections(render_text(small))[2].splitlines()
+    assert idle[0].split()[-len(ARMS) :] == list(ARMS)
+    assert [line[: len(label)] for line, label in zip(idle[1:], IDLE_LABELS.values())] == list(
+        IDLE_LABELS.values()
+    )
+    document = result_json(small)
+    fragmented = idle[1].split()[-len(ARMS) :]
+    assert fragmented == [f"{document[arm]['fragmentedGpuHours']:.2g}" for arm in ARMS] or all(
+        cell.replace(",", "").replace(".", "").isdigit() for cell in fragmented
+    )
+
+
+def test_each_tenant_has_one_row_per_figure_with_every_arm(small):
+    tenants = _sections(render_text(small))[3].splitlines()
+    assert tenants[0].split() == ["tenant", *ARMS]
+    assert re.match(rf"^inference\s+utilisation(\s+\S+%){{{len(ARMS)}}}$", tenants[1])
+    assert sum(line.startswith("training ") for line in tenants) == 1
+
+
+def test_the_verdict_opens_with_what_quotaguard_adds_over_none_then_over_a_pool(small):
+    said = verdict(small)
+    sentences = said.split(". ")
+    assert sentences[0].startswith("Against no quotaguard")
+    none = small.metrics["none"].overall.utilization
+    assert f"{100 * none:.1f}% GPU utilisation" in sentences[0]
+    dynamic = small.metrics["dynamic"].overall.utilization
+    assert f"{100 * dynamic:.1f}% in the dynamic arm" in sentences[0]
+    assert sentences[1].startswith("Against hand-written quotas")
+    assert "the dynamic arm adds" in sentences[1]
+    assert f"No arm could pass {100 * small.bound:.1f}%" in said
+    idle_at = said.index("GPU-hours not kept busy in the dynamic arm went to")
+    assert said.index("No arm could pass") < idle_at
+    for words in ("fragmentation", "wrong slice sizes", "held but idle", "no demand"):
+        assert words in said[idle_at:]
+    assert "Without quotaguard" in said[idle_at:]
+
+
+def test_a_new_arm_appears_in_every_table_the_verdict_and_the_page(monkeypatch):
+    twin = dataclasses.replace(ARMS["dynamic"], name="twin", summary="a second controller")
+    monkeypatch.setitem(ARMS, "twin", twin)
+    policy = load_policy_file(ROOT / "config" / "policy.yaml")
+    simulation = simulate(policy, load_trace(SMALL), arms=tuple(ARMS))
+    text = render_text(simulation)
+    summary, idle, tenants = _sections(text)[1:4]
+    assert summary.splitlines()[0].split() == [*ARMS, "bound"]
+    assert idle.splitlines()[0].split()[-1] == "twin"
+    assert tenants.splitlines()[0].split()[-1] == "twin"
+    assert "twin:" in _sections(text)[0]
+    assert "in the twin arm" in verdict(simulation).split(". ")[0]
+    assert "the twin arm adds" in verdict(simulation)
+    page = render_html(simulation)
+    assert "<th>twin</th>" in page
+    assert "GPUs allocated per tenant: twin" in page
+    assert "twin" in result_json(simulation)
+
+
+def test_without_a_none_arm_the_verdict_starts_at_the_pool(small):
+    policy = load_policy_file(ROOT / "config" / "policy.yaml")
+    simulation = simulate(policy, load_trace(SMALL), arms=("static", "pool", "dynamic"))
+    said = verdict(simulation)
+    assert said.startswith("Against hand-written quotas")
+    assert "Without quotaguard" not in said
+    assert render_text(simulation).split("\n\n")[1].splitlines()[0].split() == [
+        "static",
+        "pool",
+        "dynamic",
+        "bound",
+    ]
