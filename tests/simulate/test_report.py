@@ -14,7 +14,7 @@ from quotaguard.simulate.arms import ARMS
 from quotaguard.simulate.html import render_html
 from quotaguard.simulate.report import render_text, result_json
 from quotaguard.simulate.simulation import Simulation, simulate
-from quotaguard.simulate.trace import load_trace
+from quotaguard.simulate.trace import load_trace, load_trace_text
 from quotaguard.simulate.verdict import verdict
 from quotaguard.simulate.words import IDLE_LABELS
 
@@ -45,17 +45,44 @@ def test_the_summary_table_has_one_column_per_arm_and_the_bound(small):
         assert label in labels
 
 
-def test_the_idle_table_breaks_idle_gpu_hours_down_per_arm(small):
-    idle = _sections(render_text(small))[2].splitlines()
+# Two 4-GPU nodes; two 3-GPU jobs spread one per node (LeastAllocated), then a 2-GPU job:
+# 2 GPUs are idle in total, but 1 per node, so it waits for an hour on fragmentation.
+H100 = (
+    "{labels: {nvidia.com/gpu.product: NVIDIA-H100-80GB-HBM3}, allocatable: {nvidia.com/gpu: '4'}}"
+)
+GPUS = "{nvidia.com/gpu"
+FRAGMENTING = f"""\
+horizon: 2h
+nodes: [{H100.replace("{", "{name: a, ", 1)}, {H100.replace("{", "{name: b, ", 1)}]
+manifests:
+  three: &three {{spec: {{containers: [{{name: m, resources: {{limits: {GPUS}: 3}}}}}}]}}}}
+  two: &two {{spec: {{containers: [{{name: m, resources: {{limits: {GPUS}: 2}}}}}}]}}}}
+workloads:
+  - {{at: 0, duration: 1h, namespace: training, count: 2, uses: 0.5, pod: *three}}
+  - {{at: 0, duration: 1h, namespace: training, pod: *two}}
+"""
+
+
+def test_the_idle_table_shows_fragmentation_and_held_but_idle_gpu_hours_per_arm():
+    policy = load_policy_file(ROOT / "config" / "policy.yaml")
+    simulation = simulate(policy, load_trace_text(FRAGMENTING, "frag.yaml"))
+    idle = _sections(render_text(simulation))[2].splitlines()
     assert idle[0].split()[-len(ARMS) :] == list(ARMS)
-    assert [line[: len(label)] for line, label in zip(idle[1:], IDLE_LABELS.values())] == list(
-        IDLE_LABELS.values()
-    )
-    document = result_json(small)
-    fragmented = idle[1].split()[-len(ARMS) :]
-    assert fragmented == [f"{document[arm]['fragmentedGpuHours']:.2g}" for arm in ARMS] or all(
-        cell.replace(",", "").replace(".", "").isdigit() for cell in fragmented
-    )
+    labels = list(IDLE_LABELS.values())
+    assert [line[: len(label)] for line, label in zip(idle[1:], labels, strict=False)] == labels
+    rows = {
+        label: line[len(label) :].split() for line, label in zip(idle[1:4], labels[:3], strict=True)
+    }
+    # every arm: 2 idle GPUs for the first hour while the 2-GPU job waits
+    assert rows["fragmentation"] == ["2"] * len(ARMS)
+    # the two 3-GPU jobs keep half their GPUs busy for an hour: 3 GPU-hours held but idle
+    assert rows["held but idle"] == ["3"] * len(ARMS)
+    document = result_json(simulation)
+    for arm in ARMS:
+        assert document[arm]["fragmentedGpuHours"] == 2
+        assert document[arm]["usefulUtilization"] < document[arm]["utilization"]
+    said = verdict(simulation)
+    assert "2 fragmentation" in said and "3 held but idle" in said
 
 
 def test_each_tenant_has_one_row_per_figure_with_every_arm(small):
