@@ -8,6 +8,7 @@ from fractions import Fraction
 from typing import Any
 
 from quotaguard.kube.podspec import PLAIN_GPU
+from quotaguard.policy.fungibility import compatible, fungible_resources
 from quotaguard.policy.model import WHOLE_GPU_SLICES, GpuClass, Tenant, TenantPolicy
 
 _MIG_SLICES = re.compile(r"^nvidia\.com/mig-(\d)g\.")
@@ -36,6 +37,19 @@ def resolve_class(
     return candidates[0] if candidates else None
 
 
+def left_to_kueue(
+    policy: TenantPolicy, tenant: Tenant, resource: str, node_selector: Mapping[str, Any]
+) -> bool:
+    """Whether the class of a `resource` request is Kueue's to pick: a resource the tenant's
+    lists (`to: [h100, a100]`) name, on a pod whose nodeSelector pins none of its classes."""
+    if resource not in fungible_resources(policy, tenant):
+        return False
+    return not any(
+        all(node_selector.get(k) == v for k, v in c.node_selector.items())
+        for c in allowed_classes(policy, tenant, resource)
+    )
+
+
 def gpu_equivalent(
     policy: TenantPolicy,
     tenant: Tenant | None,
@@ -43,7 +57,14 @@ def gpu_equivalent(
     node_selector: Mapping[str, Any],
 ) -> Fraction:
     """Whole GPUs one unit of `resource` is worth; a resource outside the policy is judged by
-    its name (MIG `Ng` is N/7 of a GPU, anything else a whole GPU)."""
+    its name (MIG `Ng` is N/7 of a GPU, anything else a whole GPU). A request Kueue may put
+    on any of several classes (a list's) is worth the most of them."""
+    if tenant is not None and left_to_kueue(policy, tenant, resource, node_selector):
+        candidates = [
+            c for c in allowed_classes(policy, tenant, resource) if compatible(c, node_selector)
+        ]
+        if candidates:
+            return max(c.gpu_equivalent for c in candidates)
     gpu_class = resolve_class(policy, tenant, resource, node_selector) or resolve_class(
         policy, None, resource, node_selector
     )

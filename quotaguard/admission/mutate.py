@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any, NamedTuple
 
-from quotaguard.admission.classes import resolve_class
+from quotaguard.admission.classes import left_to_kueue, resolve_class
 from quotaguard.admission.decision import ALLOWED, Decision, Denial, deny
 from quotaguard.admission.names import (
     DEFAULT_SCHEDULER,
@@ -39,6 +39,7 @@ from quotaguard.admission.workload import (
 from quotaguard.kube.kinds import kind_of
 from quotaguard.kube.podspec import PLAIN_GPU, workload_kind
 from quotaguard.kube.quantity import QuantityError, format_bytes, parse_quantity
+from quotaguard.policy.fungibility import compatible
 from quotaguard.policy.model import BEST_FIT, GpuClass, RewriteCondition, Tenant, TenantPolicy
 
 
@@ -46,6 +47,8 @@ class _Choice(NamedTuple):
     gpu_class: GpuClass | None
     reason: str = ""
     warning: str | None = None
+    # several classes on one resource (`to: [h100, a100]`): Kueue's flavor picks among them
+    fungible: tuple[GpuClass, ...] = ()
 
 
 @dataclass(slots=True)
@@ -56,6 +59,8 @@ class _Mutation:
     changes: list[str]
     warnings: list[str]
     denials: list[Denial]
+    # requests left on a resource several classes share, for Kueue to pick the flavor
+    kept: list[str] = field(default_factory=list)
 
 
 def mutate(
@@ -95,6 +100,8 @@ def mutate(
     audit = {"tenant": tenant.name}
     if state.changes:
         audit["rewritten"] = "; ".join(state.changes)
+    if state.kept:
+        audit["kept"] = "; ".join(state.kept)
     if state.denials:
         return deny(state.denials, warnings=tuple(state.warnings), audit=audit)
     return Decision(
@@ -122,6 +129,8 @@ def _rewrite(
         resource = resources[0]
         count = whole_gpus(container, resource)
         if resource != PLAIN_GPU or not enabled or count is None:
+            if left_to_kueue(policy, tenant, resource, view.node_selector):
+                continue  # a list's shared resource: the flavor is Kueue's to pick
             found = resolve_class(policy, tenant, resource, view.node_selector)
             if found is not None:
                 placement[container.pointer] = found
@@ -129,6 +138,9 @@ def _rewrite(
         choice = _choose(policy, tenant, view, container, count, memory)
         if choice.warning:
             state.warnings.append(choice.warning)
+        if choice.fungible:
+            _keep_for_kueue(tenant, view, container, count, choice, state, changes)
+            continue
         chosen = choice.gpu_class or resolve_class(policy, tenant, PLAIN_GPU, view.node_selector)
         if chosen is None:
             continue
@@ -138,6 +150,46 @@ def _rewrite(
             changes.append(change)
             state.warnings.append(f"{change} (tenant {tenant.name}, {choice.reason})")
     return placement, changes
+
+
+def _keep_for_kueue(
+    tenant: Tenant,
+    view: TemplateView,
+    container: GpuContainer,
+    count: int,
+    choice: _Choice,
+    state: _Mutation,
+    changes: list[str],
+) -> None:
+    """A list of classes: the request goes on the resource they share (nvidia.com/gpu stays
+    as it is) and no nodeSelector is set; Kueue assigns the first flavor with room, in the
+    order of the tenant's ClusterQueue, and puts its nodeLabels on the pods."""
+    selector = view.node_selector
+    classes = [c for c in choice.fungible if compatible(c, selector)]
+    if not classes:
+        names = " or ".join(c.name for c in choice.fungible)
+        where = f" of {view.name}" if view.name else ""
+        state.denials.append(
+            Denial(
+                "node-selector-conflict",
+                f'tenant "{tenant.name}": {container.title} may run on {names}, but the '
+                f"nodeSelector{where} ({_selector(selector)}) rules out every one of them; "
+                "remove that nodeSelector (Kueue picks the flavor) or pick a class with "
+                f"{GPU_CLASS_HINT}",
+            )
+        )
+        return
+    resource = classes[0].resource
+    if resource != PLAIN_GPU:
+        changes.append(swap_resource(container, count, resource, state.patch))
+    names = " or ".join(c.name for c in classes)
+    record = f"{container.label}: {resource}={count} on {names} (Kueue picks the flavor)"
+    state.kept.append(record)
+    state.warnings.append(f"{record} (tenant {tenant.name}, {choice.reason})")
+
+
+def _selector(selector: Mapping[str, Any]) -> str:
+    return ", ".join(f"{key}={value}" for key, value in selector.items())
 
 
 def _memory_hint(view: TemplateView, state: _Mutation) -> int | None:
@@ -182,8 +234,12 @@ def _choose(
     for number, rule in enumerate(tenant.rewrite, start=1):
         if not _matches(rule.when, count, memory, view.labels, priority):
             continue
-        if rule.to != BEST_FIT:
-            return _Choice(policy.classes_by_name.get(rule.to), f"rule {number}")
+        if rule.fungible:
+            classes = tuple(policy.classes_by_name[name] for name in rule.classes)
+            return _Choice(None, f"rule {number}", fungible=classes)
+        target = rule.classes[0]
+        if target != BEST_FIT:
+            return _Choice(policy.classes_by_name.get(target), f"rule {number}")
         fit = _best_fit(policy, tenant, memory)
         if fit is not None:
             return _Choice(fit, f"rule {number}: best-fit for {format_bytes(memory or 0)}")

@@ -162,7 +162,7 @@ def summarize(what: str, review: Any, response: Mapping[str, Any]) -> str:
     audit = answer.get("auditAnnotations") or {}
     changes = [
         (label, change)
-        for key, label in (("rewritten", "rewrote"), ("restored", "restored"))
+        for key, label in (("rewritten", "rewrote"), ("kept", "kept"), ("restored", "restored"))
         for change in audit.get(key, "").split("; ")
         if change
     ]

@@ -15,6 +15,7 @@ from quotaguard.kube.values import mapping as _map
 from quotaguard.policy.catalogue import matching_profiles
 from quotaguard.policy.geometrychecks import check_geometry
 from quotaguard.policy.globs import overlapping_pairs
+from quotaguard.policy.listchecks import check_lists
 from quotaguard.policy.model import BEST_FIT, DEFAULT_EXEMPT
 from quotaguard.policy.problems import Problem
 
@@ -42,6 +43,11 @@ def check_policy(document: Mapping[str, Any]) -> list[Problem]:
         for _, c in classes
         if isinstance(c.get("name"), str) and str(c.get("resource", "")).startswith(MIG_PREFIX)
     }
+    resources = {
+        c["name"]: c["resource"]
+        for _, c in classes
+        if isinstance(c.get("name"), str) and isinstance(c.get("resource"), str)
+    }
     problems: list[Problem] = []
     problems += _duplicates(classes, "name", ("spec", "gpuClasses"), "GPU class")
     problems += _duplicates(tenants, "name", ("spec", "tenants"), "tenant")
@@ -50,6 +56,7 @@ def check_policy(document: Mapping[str, Any]) -> list[Problem]:
     problems += _namespace_overlaps(tenants, spec.get("exemptNamespaces", list(DEFAULT_EXEMPT)))
     for index, tenant in tenants:
         problems += _tenant(index, tenant, class_names, mig_names)
+        problems += check_lists(index, tenant, resources, mig_names)
     problems += _rebalance(_map(spec.get("rebalance")))
     problems += check_geometry(spec)
     return problems
@@ -229,28 +236,40 @@ def _tenant(
             )
         if not when:
             catch_all_at = position
+        target_path: tuple[str | int, ...] = (*rule_path, "to")
+        if isinstance(target, list) and len(target) == 1:  # a list of one is that class
+            target, target_path = target[0], (*target_path, 0)
         if target == BEST_FIT:
             usable = mig_names if allowed is None else mig_names & allowed
             if not usable:
                 yield Problem(
-                    (*rule_path, "to"),
+                    target_path,
                     f"best-fit needs a MIG class that tenant {name!r} allows; there is none",
                     "warning",
                 )
         elif isinstance(target, str):
-            if target not in class_names:
-                yield Problem((*rule_path, "to"), f"rewrite target {target!r} is not a GPU class")
-            elif allowed is not None and target not in allowed:
-                yield Problem(
-                    (*rule_path, "to"),
-                    f"rewrite target {target!r} is not in the allowedClasses of tenant {name!r}",
-                )
+            yield from _target(target_path, target, class_names, allowed, name)
         at_most, at_least = _bytes(when.get("memoryAtMost")), _bytes(when.get("memoryAtLeast"))
         if at_most is not None and at_least is not None and at_least > at_most:
             yield Problem(
                 (*rule_path, "when"),
                 "memoryAtLeast is above memoryAtMost: the rule can never match",
             )
+
+
+def _target(
+    path: tuple[str | int, ...],
+    target: str,
+    class_names: set[Any],
+    allowed: set[Any] | None,
+    tenant: object,
+) -> Iterator[Problem]:
+    if target not in class_names:
+        yield Problem(path, f"rewrite target {target!r} is not a GPU class")
+    elif allowed is not None and target not in allowed:
+        yield Problem(
+            path, f"rewrite target {target!r} is not in the allowedClasses of tenant {tenant!r}"
+        )
 
 
 def _rebalance(rebalance: Mapping[str, Any]) -> Iterator[Problem]:

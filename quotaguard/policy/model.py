@@ -123,9 +123,54 @@ class RewriteCondition(_Strict):
         return all(value is None for value in self.model_dump().values())
 
 
+def _target(value: object) -> object:
+    """A class name, `best-fit`, or a list of classes on one resource; a list of one class is
+    that class (`to: [h100]` is `to: h100`)."""
+    if isinstance(value, list | tuple):
+        if not value:
+            raise ValueError("an empty list names no GPU class; name one class or several")
+        if not all(isinstance(name, str) and name for name in value):
+            raise ValueError("every entry of a list of classes must be a class name")
+        if len(value) == 1:
+            return value[0]
+        return tuple(value)
+    if isinstance(value, str) and not value:
+        raise ValueError("a rewrite target must name a GPU class")
+    if not isinstance(value, str):
+        raise ValueError("must be a GPU class, best-fit, or a list of classes on one resource")
+    return value
+
+
 class RewriteRule(_Strict):
     when: RewriteCondition = Field(default_factory=RewriteCondition)
-    to: Annotated[str, Field(min_length=1)]
+    # a tuple: several classes on one resource, the flavor left to Kueue (flavor fungibility)
+    to: Annotated[str | tuple[str, ...], BeforeValidator(_target)]
+
+    @property
+    def classes(self) -> tuple[str, ...]:
+        """The class names the rule targets (`best-fit` stands for itself)."""
+        return (self.to,) if isinstance(self.to, str) else self.to
+
+    @property
+    def fungible(self) -> bool:
+        """Whether Kueue picks the class among several (no nodeSelector is set)."""
+        return not isinstance(self.to, str)
+
+
+class FlavorFungibility(_Strict):
+    """Kueue's ClusterQueue `spec.flavorFungibility`: whether a workload tries the next flavor
+    of a resource before borrowing or preempting in the one it is looking at."""
+
+    when_can_borrow: Literal["Borrow", "MayStopSearch", "TryNextFlavor"] = "MayStopSearch"
+    when_can_preempt: Literal["Preempt", "MayStopSearch", "TryNextFlavor"] = "TryNextFlavor"
+
+    @property
+    def borrow_next(self) -> bool:
+        return self.when_can_borrow == "TryNextFlavor"
+
+    @property
+    def preempt_next(self) -> bool:
+        return self.when_can_preempt == "TryNextFlavor"
 
 
 class Tenant(_Strict):
@@ -138,6 +183,8 @@ class Tenant(_Strict):
     allowed_classes: list[str] | None = None
     quota: dict[str, ClassQuota] = Field(default_factory=dict)
     rewrite: list[RewriteRule] = Field(default_factory=list)
+    # written to the tenant's ClusterQueue when given; unset, Kueue's defaults hold
+    flavor_fungibility: FlavorFungibility | None = None
 
     @property
     def queue(self) -> str:
