@@ -1,9 +1,11 @@
 """The ClusterQueue spec a tenant's targets call for, built from the spec the queue has now.
 
 Only what quotaguard manages changes: in the resource group that covers the GPU class
-resources, the quota of every (flavor, resource) pair of the policy's classes; `cohortName`
-(`cohort` in v1beta1); `fairSharing.weight`. Every other resource group (cpu, memory, ...),
-every other field, and the order of what is already there stay exactly as they are. Kueue
+resources, the quota of every (flavor, resource) pair of the policy's classes and the order of
+the flavors a tenant's lists (`to: [h100, a100]`) name; `cohortName` (`cohort` in v1beta1);
+`fairSharing.weight`; `flavorFungibility` when the tenant sets it. Every other resource group
+(cpu, memory, ...), every other field, and the order of what is already there stay exactly as
+they are. Kueue
 requires each flavor of a group to list every covered resource in the group's order, so a pair
 without a target is written with nominalQuota 0 rather than left out.
 """
@@ -18,7 +20,8 @@ from fractions import Fraction
 from typing import Any
 
 from quotaguard.kube.quantity import QuantityError, parse_quantity
-from quotaguard.policy.model import TenantPolicy
+from quotaguard.policy.fungibility import class_order, preferred_classes
+from quotaguard.policy.model import FlavorFungibility, Tenant, TenantPolicy
 from quotaguard.quota.cluster import ResourceQuota
 
 JsonObject = dict[str, Any]
@@ -68,13 +71,24 @@ class GpuKeys:
     resources: tuple[str, ...]
     flavors: tuple[str, ...]
 
+    # the flavors the tenant's lists name, in the order Kueue must try them
+    preferred: tuple[str, ...] = ()
+
     @classmethod
-    def of(cls, policy: TenantPolicy, quotas: Mapping[str, ResourceQuota]) -> GpuKeys:
+    def of(
+        cls,
+        policy: TenantPolicy,
+        quotas: Mapping[str, ResourceQuota],
+        tenant: Tenant | None = None,
+    ) -> GpuKeys:
         classes = policy.spec.gpu_classes
+        names = set(preferred_classes(tenant)) if tenant is not None else set()
+        order = class_order(policy, tenant)
         return cls(
             targets={(c.flavor, c.resource): quotas.get(c.name) for c in classes},
             resources=tuple(_unique(c.resource for c in classes)),
-            flavors=tuple(_unique(c.flavor for c in classes)),
+            flavors=tuple(_unique(c.flavor for c in order)),
+            preferred=tuple(_unique(c.flavor for c in order if c.name in names)),
         )
 
     def manages(self, flavor: object, resource: object) -> bool:
@@ -112,6 +126,18 @@ def grow_group(group: JsonObject, others: list[Any], keys: GpuKeys) -> None:
     group["flavors"] = flavors
 
 
+def in_preferred_order(flavors: list[Any], preferred: tuple[str, ...]) -> list[Any]:
+    """The flavors with those a tenant's lists name in the lists' order, in the places they
+    hold (Kueue tries a group's flavors in order); every other flavor stays where it is."""
+    rank = {name: at for at, name in enumerate(preferred)}
+    places = [at for at, f in enumerate(flavors) if isinstance(f, dict) and f.get("name") in rank]
+    ordered = sorted((flavors[at] for at in places), key=lambda f: rank[f["name"]])
+    result = list(flavors)
+    for at, flavor in zip(places, ordered, strict=True):
+        result[at] = flavor
+    return result
+
+
 def flavor_resources(flavor: Mapping[str, Any], covered: list[str], keys: GpuKeys) -> list[Any]:
     """One flavor's resources in the group's order: the managed pairs set to their targets,
     a covered resource the flavor lacks at nominalQuota 0, the rest as they are."""
@@ -129,11 +155,15 @@ def flavor_resources(flavor: Mapping[str, Any], covered: list[str], keys: GpuKey
 
 
 def desired_resource_groups(
-    groups: list[Any], policy: TenantPolicy, quotas: Mapping[str, ResourceQuota]
+    groups: list[Any],
+    policy: TenantPolicy,
+    quotas: Mapping[str, ResourceQuota],
+    tenant: Tenant | None = None,
 ) -> list[Any]:
-    """The resourceGroups list with the GPU group set to the targets (`quotas` by class name)."""
+    """The resourceGroups list with the GPU group set to the targets (`quotas` by class name),
+    its flavors in the order the tenant's lists (`to: [h100, a100]`) ask Kueue to try them."""
     groups = copy.deepcopy(groups)
-    keys = GpuKeys.of(policy, quotas)
+    keys = GpuKeys.of(policy, quotas, tenant)
     found = gpu_groups(groups, keys)
     if len(found) <= 1:
         if not found:
@@ -144,7 +174,33 @@ def desired_resource_groups(
         covered = list(group.get("coveredResources") or ())
         for flavor in group.get("flavors") or ():
             flavor["resources"] = flavor_resources(flavor, covered, keys)
+        if keys.preferred and isinstance(group.get("flavors"), list):
+            group["flavors"] = in_preferred_order(group["flavors"], keys.preferred)
     return groups
+
+
+# The old name of MayStopSearch per field: v1beta2 knows only the new name, v1beta1 servers
+# from before it know only the old one (and every v1beta1 server still takes it).
+_OLD_STOP = {"whenCanBorrow": "Borrow", "whenCanPreempt": "Preempt"}
+
+
+def flavor_fungibility(
+    current: Mapping[str, Any], wanted: FlavorFungibility, api_version: str
+) -> JsonObject:
+    """`spec.flavorFungibility` as the tenant asks for it, spelt for the served API."""
+    found = dict(current)
+    for field, value in (
+        ("whenCanBorrow", wanted.when_can_borrow),
+        ("whenCanPreempt", wanted.when_can_preempt),
+    ):
+        old = _OLD_STOP[field]
+        stops = value in ("MayStopSearch", old)
+        found[field] = (
+            value if not stops else old if api_version.endswith("/v1beta1") else "MayStopSearch"
+        )
+    if not (wanted.borrow_next and wanted.preempt_next):
+        found.pop("preference", None)  # Kueue allows it only when both try the next flavor
+    return found
 
 
 def desired_spec(
@@ -155,15 +211,22 @@ def desired_spec(
     quotas: Mapping[str, ResourceQuota],
     weight: float | None,
     weight_tolerance: float = 0.0,
+    tenant: Tenant | None = None,
 ) -> JsonObject:
     """The whole ClusterQueue spec to write (pure; `spec` is not modified).
 
     `weight_tolerance`: a relative change of the fair-sharing weight up to this is not made.
+    `tenant`: its lists order the GPU flavors, its `flavorFungibility` is written when set.
     """
     desired = copy.deepcopy(dict(spec))
     desired["resourceGroups"] = desired_resource_groups(
-        list(spec.get("resourceGroups") or ()), policy, quotas
+        list(spec.get("resourceGroups") or ()), policy, quotas, tenant
     )
+    if tenant is not None and tenant.flavor_fungibility is not None:
+        current = desired.get("flavorFungibility")
+        desired["flavorFungibility"] = flavor_fungibility(
+            current if isinstance(current, dict) else {}, tenant.flavor_fungibility, api_version
+        )
     desired[cohort_field(api_version)] = policy.cohort
     fair_sharing = dict(desired.get("fairSharing") or {})
     if weight is not None and not _close_enough(

@@ -477,6 +477,7 @@ class Controller:
                 quotas=quotas,
                 weight=tenant.weight,
                 weight_tolerance=self.settings.weight_tolerance,
+                tenant=policy.tenants_by_name.get(tenant.name),
             ),
             same=kueue.same_spec,
             describe=kueue.quota_changes,

@@ -19,6 +19,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from quotaguard.policy.fungibility import class_order
 from quotaguard.policy.model import GpuClass, Tenant, TenantPolicy
 from quotaguard.quota.capacity import class_of_pod_resource
 from quotaguard.quota.cluster import ClusterSnapshot, Pod, PodGroup, Workload
@@ -99,12 +100,15 @@ def _class_by_flavor(policy: TenantPolicy, resource: str, flavor: str | None) ->
 
 
 def _class_by_selector(
-    policy: TenantPolicy, resource: str, selector: Mapping[str, str]
+    policy: TenantPolicy, resource: str, selector: Mapping[str, str], tenant: Tenant | None
 ) -> GpuClass | None:
+    """The class a request not yet given a flavor counts for: the one its nodeSelector names,
+    else the first of the resource in the order the tenant's queue tries them (its lists'
+    order, `to: [h100, a100]`, then the policy's)."""
     found = policy.class_of_resource(resource, dict(selector))
     if found is None:
-        candidates = policy.classes_by_resource.get(resource, [])
-        found = candidates[0] if candidates else None
+        order = class_order(policy, tenant)
+        found = next((c for c in order if c.resource == resource), None)
     return found
 
 
@@ -128,7 +132,9 @@ def _workload_demand(policy: TenantPolicy, workload: Workload, tenant: str, tall
             if assignment is not None:
                 gpu_class = _class_by_flavor(policy, resource, assignment.flavors.get(resource))
             if gpu_class is None:
-                gpu_class = _class_by_selector(policy, resource, pod_set.node_selector)
+                gpu_class = _class_by_selector(
+                    policy, resource, pod_set.node_selector, policy.tenants_by_name.get(tenant)
+                )
             if gpu_class is not None and amount > 0:
                 tally.add(tenant, gpu_class.name, amount, holding=holding)
 
@@ -136,7 +142,7 @@ def _workload_demand(policy: TenantPolicy, workload: Workload, tenant: str, tall
 def _pod_group_demand(policy: TenantPolicy, group: PodGroup, tenant: str, tally: _Tally) -> None:
     holding = group.phase in VOLCANO_HOLDING_PHASES
     for resource, amount in group.min_resources.items():
-        gpu_class = _class_by_selector(policy, resource, {})
+        gpu_class = _class_by_selector(policy, resource, {}, policy.tenants_by_name.get(tenant))
         if gpu_class is not None and amount > 0:
             tally.add(tenant, gpu_class.name, amount, holding=holding)
 

@@ -24,7 +24,15 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
-from quotaguard.policy.model import ClassQuota, GpuClass, Rebalance, Tenant, TenantPolicy
+from quotaguard.policy.fungibility import preferred_classes
+from quotaguard.policy.model import (
+    ClassQuota,
+    FlavorFungibility,
+    GpuClass,
+    Rebalance,
+    Tenant,
+    TenantPolicy,
+)
 from quotaguard.quota.capacity import ClassCapacity
 from quotaguard.quota.demand import ClassDemand, Demand
 from quotaguard.quota.fill import apportion, water_fill
@@ -70,6 +78,10 @@ class TenantPlan:
     base_weight: float
     weight: float
     classes: tuple[ClassPlan, ...]
+    # the classes the tenant's lists (`to: [h100, a100]`) leave Kueue to pick, in the order
+    # its ClusterQueue lists their flavors, and its flavorFungibility (None: Kueue's default)
+    flavor_order: tuple[str, ...] = ()
+    fungibility: FlavorFungibility | None = None
 
     def for_class(self, class_name: str) -> ClassPlan | None:
         return next((row for row in self.classes if row.class_name == class_name), None)
@@ -366,7 +378,15 @@ class Planner:
             mode=policy.spec.rebalance.mode,
             classes=tuple(capacities),
             tenants=tuple(
-                TenantPlan(tenant.name, tenant.queue, tenant.weight, weight, tuple(rows))
+                TenantPlan(
+                    tenant.name,
+                    tenant.queue,
+                    tenant.weight,
+                    weight,
+                    tuple(rows),
+                    flavor_order=preferred_classes(tenant),
+                    fungibility=tenant.flavor_fungibility,
+                )
                 for tenant, weight, rows in zip(tenants, tenant_weights, per_tenant, strict=True)
             ),
             flavors={c.name: (c.flavor, c.resource) for c in policy.spec.gpu_classes},

@@ -113,6 +113,10 @@ def build_report(
                 "baseWeight": tenant.base_weight,
                 "weight": tenant.weight,
                 "currentWeight": state.weight if state is not None else None,
+                "flavorOrder": list(tenant.flavor_order),
+                "flavorFungibility": (
+                    tenant.fungibility.model_dump(by_alias=True) if tenant.fungibility else None
+                ),
                 "classes": [
                     {
                         **_class_row(row, quotas.get(row.class_name)),
@@ -273,6 +277,22 @@ def _telemetry_lines(report: Mapping[str, Any]) -> list[str]:
     return lines
 
 
+def _flavor_order_lines(report: Mapping[str, Any]) -> list[str]:
+    """Which flavor Kueue tries first for the tenants whose lists leave it the choice."""
+    lines = []
+    for tenant in report["tenants"]:
+        order = tenant.get("flavorOrder") or []
+        if not order:
+            continue
+        fungibility = tenant.get("flavorFungibility") or {}
+        how = ", ".join(f"{key} {value}" for key, value in fungibility.items())
+        lines.append(
+            f"{tenant['name']}: Kueue tries {' then '.join(order)}, each on its own quota"
+            f" ({how or 'flavorFungibility: Kueue defaults'})"
+        )
+    return ["", *lines] if lines else []
+
+
 def format_table(report: Mapping[str, Any]) -> str:
     """A terminal table: capacity per class, then targets per tenant next to the current ones.
 
@@ -347,5 +367,6 @@ def format_table(report: Mapping[str, Any]) -> str:
         "REASON",
     ]
     lines += _grid(header, rows, right={3, 4, 5, 6, 7, 8, 9, 10})
+    lines += _flavor_order_lines(report)
     lines += [f"warning: {problem}" for problem in report.get("problems", [])]
     return "\n".join(lines)
