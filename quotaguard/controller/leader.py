@@ -29,6 +29,8 @@ log = logging.getLogger(__name__)
 JsonObject = dict[str, Any]
 
 LEASE_NAME = "quotaguard-controller"
+# Past the expiry by our own clock before trying, so the attempt is not a few microseconds early.
+_EXPIRY_SLACK = 0.01
 SERVICE_ACCOUNT_NAMESPACE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
 
 
@@ -139,6 +141,7 @@ class LeaderElector:
         self._observed_version: str | None = None
         self._observed_at = float("-inf")
         self._was_leader = False
+        self._expires_at = float("-inf")
 
     def is_leader(self, margin: float = 0.0) -> bool:
         """Whether we may write now and for the next `margin` seconds."""
@@ -157,7 +160,8 @@ class LeaderElector:
             duration = float(spec.get("leaseDurationSeconds") or self.lease_duration)
             if holder and holder != self.identity:
                 self._lose()
-                if self._observed_at + duration > self.clock():
+                self._expires_at = self._observed_at + duration
+                if self._expires_at > self.clock():
                     return False
             return self._won(self.store.replace(self._taken(lease, holder)), started)
         except LeaseConflict:
@@ -169,6 +173,18 @@ class LeaderElector:
             return self.is_leader()
         finally:
             self._notify()
+
+    def next_step_in(self) -> float:
+        """Seconds until the next election step. A standby polls every `acquire_period` to see
+        renewals, but wakes exactly when the Lease it watches expires, so a crashed leader is
+        replaced `leaseDurationSeconds` after its last renewal was seen, not up to one poll
+        later."""
+        if self._holding:
+            return self.renew_period
+        until_expiry = self._expires_at - self.clock()
+        if 0 < until_expiry < self.acquire_period:
+            return until_expiry + _EXPIRY_SLACK
+        return self.acquire_period
 
     def release(self) -> None:
         """Hand the Lease back on shutdown so the next replica need not wait for it to expire."""
@@ -190,7 +206,7 @@ class LeaderElector:
         try:
             while not stop.is_set():
                 await asyncio.to_thread(self.try_acquire_or_renew)
-                period = self.renew_period if self._holding else self.acquire_period
+                period = self.next_step_in()
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(stop.wait(), timeout=period)
         finally:

@@ -143,3 +143,18 @@ def test_never_two_leaders(steps):
         assert len(leaders) <= 1, leaders
         if leaders:
             assert store.lease["spec"]["holderIdentity"] == leaders[0]
+
+
+def test_a_standby_wakes_when_the_lease_it_watches_expires_not_a_poll_later():
+    store, clock = FakeLeaseStore(), Clock()
+    first, second = electors(store, clock)
+    first.try_acquire_or_renew()
+    assert first.next_step_in() == first.renew_period
+    second.try_acquire_or_renew()  # sees the lease at t=0; it expires at t=15
+    assert second.next_step_in() == second.acquire_period
+    clock.now += 14.0  # the leader crashed: no renewal since
+    second.try_acquire_or_renew()
+    wait = second.next_step_in()
+    assert 1.0 < wait < second.acquire_period
+    clock.now += wait
+    assert second.try_acquire_or_renew()  # taken at 15 s after the last renewal seen, not 16
