@@ -45,6 +45,22 @@ def test_the_sample_trace_prints_every_arm_side_by_side_and_a_verdict(day_run):
     assert "in the none arm" in said and "in the dynamic arm" in said
 
 
+def test_the_sample_day_shows_what_its_workloads_keep_busy(day_run):
+    # day.yaml says `uses` for every workload: notebooks holding a whole GPU (no quotaguard)
+    # keep a twelfth of it busy; on a quarter of a shared GPU the same work wastes less
+    text, _ = day_run
+    rows = {
+        found[0]: found[1].split()
+        for found in (re.split(r"\s{2,}", line, maxsplit=1) for line in text.splitlines())
+        if len(found) == 2
+    }
+    allocated = [float(cell.rstrip("%")) for cell in rows["GPU utilisation"]]
+    useful = [float(cell.rstrip("%")) for cell in rows["useful utilisation"]]
+    assert all(u < a for u, a in zip(useful[:-1], allocated[:-1], strict=True))
+    held = [float(cell.replace(",", "")) for cell in rows["held but idle"]]
+    assert all(hours > 0 for hours in held)
+
+
 def test_the_html_report_is_self_contained_with_charts(day_run):
     _, html = day_run
     page = html.read_text()
