@@ -96,7 +96,16 @@ def static_cohort(
                 borrowing_limit=None if quota.max is None else quota.max - own,
                 lending_limit=0 if baseline == "pool" else None,
             )
-        queues.append(QueueConfig(tenant.name, quotas, weight=tenant.weight, preemption=preemption))
+        fungibility = tenant.flavor_fungibility
+        queues.append(
+            QueueConfig(
+                tenant.name,
+                quotas,
+                weight=tenant.weight,
+                preemption=preemption,
+                borrow_next=fungibility is not None and fungibility.borrow_next,
+            )
+        )
     pool = {}
     if baseline == "pool":
         pool = {
@@ -163,6 +172,7 @@ def planned_cohort(
             },
             weight=tenant.weight,
             preemption=preemption,
+            borrow_next=tenant.fungibility is not None and tenant.fungibility.borrow_next,
         )
         for tenant in targets.tenants
     )

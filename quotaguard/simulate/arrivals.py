@@ -15,7 +15,8 @@ from typing import Any
 from quotaguard.admission.engine import review_offline
 from quotaguard.admission.reviews import BadReview, make_review
 from quotaguard.kube.podspec import pod_gpus, pod_templates, workload_kind
-from quotaguard.policy.model import GpuClass, TenantPolicy
+from quotaguard.policy.fungibility import class_order, compatible
+from quotaguard.policy.model import GpuClass, Tenant, TenantPolicy
 from quotaguard.simulate.placement import Gang, PodNeed
 from quotaguard.simulate.queueing import Request, request_of
 from quotaguard.simulate.trace import Trace
@@ -122,19 +123,14 @@ def _as_pod(manifest: Mapping[str, Any]) -> Mapping[str, Any]:
     return {"apiVersion": "v1", "kind": "Pod", **manifest}
 
 
-def compatible(gpu_class: GpuClass, selector: Mapping[str, str]) -> bool:
-    """Whether a pod with this nodeSelector can run on the class's nodes (Kueue adds the
-    flavor's nodeLabels; a key the pod sets otherwise rules the flavor out)."""
-    return all(selector.get(key, value) == value for key, value in gpu_class.node_selector.items())
-
-
 def _requests(
-    policy: TenantPolicy, obj: Mapping[str, Any]
+    policy: TenantPolicy, obj: Mapping[str, Any], tenant: Tenant | None = None
 ) -> tuple[list[tuple[Request, Gang, float]], list[str]]:
     """Every (request, pods, GPU equivalents) the object's pods may be admitted as, in
-    flavor order (classes of one resource in the policy's order), and the GPU resources no
-    class offers."""
+    flavor order (classes of one resource in the order the tenant's queue lists them: its
+    rewrite lists' order, then the policy's), and the GPU resources no class offers."""
     unknown: list[str] = []
+    rank = {c.name: at for at, c in enumerate(class_order(policy, tenant))}
     # one row per (template, resource): pods, units per pod, selector, candidate classes
     rows: list[tuple[int, int, tuple[tuple[str, str], ...], list[GpuClass]]] = []
     templates = pod_templates(obj)
@@ -142,9 +138,14 @@ def _requests(
         raw = template.spec.get("nodeSelector")
         selector = {str(k): str(v) for k, v in raw.items()} if isinstance(raw, Mapping) else {}
         for resource, count in pod_gpus(template.spec, policy.gpu_resources).items():
-            candidates = [
-                c for c in policy.classes_by_resource.get(resource, []) if compatible(c, selector)
-            ]
+            candidates = sorted(
+                (
+                    c
+                    for c in policy.classes_by_resource.get(resource, [])
+                    if compatible(c, selector)
+                ),
+                key=lambda c: rank[c.name],
+            )
             if not candidates:
                 unknown.append(resource)
                 continue
@@ -163,8 +164,8 @@ def _requests(
     return found, sorted(set(unknown))
 
 
-def _allowed(policy: TenantPolicy, obj: Mapping[str, Any]) -> Verdict:
-    options, unknown = _requests(policy, obj)
+def _allowed(policy: TenantPolicy, obj: Mapping[str, Any], tenant: Tenant | None = None) -> Verdict:
+    options, unknown = _requests(policy, obj, tenant)
     if not options or not options[0][0]:
         return Verdict(allowed=True, unknown=tuple(unknown))
     return Verdict(
@@ -195,7 +196,8 @@ def verdict_of(policy: TenantPolicy, manifest: Mapping[str, Any], namespace: str
             message=str(status.get("message", "denied")),
             rules=str(audit.get("denied", "")),
         )
-    return _allowed(policy, patched)
+    tenant = None if policy.exempt(namespace) else policy.tenant_of(namespace)
+    return _allowed(policy, patched, tenant)
 
 
 def written_of(policy: TenantPolicy, manifest: Mapping[str, Any]) -> Verdict:

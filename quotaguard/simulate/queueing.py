@@ -80,6 +80,8 @@ class QueueConfig:
     weight: float = 1.0
     strategy: Strategy = "BestEffortFIFO"
     preemption: Preemption = NEVER
+    # flavorFungibility.whenCanBorrow: TryNextFlavor (False: MayStopSearch, Kueue's default)
+    borrow_next: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -315,12 +317,20 @@ class QueueModel:
         self._changed = True
 
     def _fitting(self, queue_name: str, options: tuple[Request, ...]) -> Request | None:
-        """The first request of the options that fits now (Kueue's flavor order, with
-        `whenCanBorrow: Borrow`: a flavor that fits by borrowing is taken)."""
+        """The first request of the options that fits now, in the queue's flavor order. With
+        `whenCanBorrow: MayStopSearch` (Kueue's default) a flavor that fits by borrowing is
+        taken; with `TryNextFlavor` a later one that fits within nominal quota goes first, and
+        the first that fits by borrowing only when none does."""
+        borrow_next = self._queues[queue_name].config.borrow_next
+        borrowing: Request | None = None
         for request in options:
-            if self.fits(queue_name, request):
+            if not self.fits(queue_name, request):
+                continue
+            if not borrow_next or not self.borrows(queue_name, request):
                 return request
-        return None
+            if borrowing is None:
+                borrowing = request
+        return borrowing
 
     def _candidate(self, queue: _Queue) -> tuple[QueuedWorkload, Request] | None:
         best: QueuedWorkload | None = None
