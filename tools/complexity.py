@@ -26,7 +26,6 @@ ALLOWED: dict[str, int] = {
     "quotaguard/simulate/engine.py:run_arm": 29,
     "quotaguard/simulate/queueing.py:QueueModel._preempt": 28,
     "quotaguard/simulate/trace.py:parse_trace": 26,
-    "quotaguard/policy/checks.py:_tenant": 25,
     "quotaguard/admission/suites.py:_outcome": 21,
     "quotaguard/quota/diff.py:diff": 20,
     "quotaguard/simulate/trace.py:_workload": 19,
@@ -37,14 +36,10 @@ ALLOWED: dict[str, int] = {
     "quotaguard/admission/suites.py:load_suites": 18,
     "quotaguard/admission/restore.py:restore": 17,
     "quotaguard/quota/fill.py:water_fill": 16,
-    "quotaguard/policy/checks.py:_gpu_classes": 16,
     "quotaguard/commands/test.py:run": 17,
     "quotaguard/admission/suites.py:partial_mismatches": 16,
     "quotaguard/admission/reviews.py:decode_review": 16,
-    "quotaguard/policy/geometrychecks.py:_pool": 17,
-    "quotaguard/policy/migconfig.py:_entry": 17,
     "quotaguard/kube/documents.py:check_yaml": 21,
-    "quotaguard/policy/loader.py:load_policy_documents": 17,
 }
 
 

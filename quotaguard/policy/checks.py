@@ -97,41 +97,50 @@ def _duplicate_queues(tenants: list[tuple[int, Mapping[str, Any]]]) -> Iterator[
 def _gpu_classes(classes: list[tuple[int, Mapping[str, Any]]]) -> Iterator[Problem]:
     by_resource: dict[str, list[int]] = {}
     for index, gpu_class in classes:
-        path = ("spec", "gpuClasses", index)
         resource = gpu_class.get("resource")
-        sharing = gpu_class.get("sharing", "none")
-        replicas = gpu_class.get("replicas")
         if isinstance(resource, str):
             by_resource.setdefault(resource, []).append(index)
-        if sharing == "none" and isinstance(replicas, int) and replicas > 1:
-            yield Problem(
-                (*path, "replicas"),
-                "replicas only applies to shared classes; set sharing: time-slicing or mps",
-            )
-        if sharing in ("time-slicing", "mps") and "replicas" not in gpu_class:
-            yield Problem(
-                path,
-                "a shared class should state replicas (shared units per physical GPU); "
-                "1 is assumed",
-                "warning",
-            )
-        if isinstance(resource, str) and resource.startswith(MIG_PREFIX):
-            yield from _mig_profile(path, gpu_class)
-        if isinstance(resource, str) and not resource.startswith("nvidia.com/"):
-            yield Problem(
-                (*path, "resource"),
-                f"the webhook registrations in webhook/ send a pod to quotaguard only when it "
-                f"names an nvidia.com/ resource; pods asking for {resource!r} alone are neither "
-                "rewritten nor checked unless their matchConditions are widened",
-                "warning",
-            )
-    class_at = dict(classes)
+        yield from _gpu_class(("spec", "gpuClasses", index), gpu_class, resource)
+    yield from _shared_resources(dict(classes), by_resource)
+
+
+def _gpu_class(
+    path: tuple[str | int, ...], gpu_class: Mapping[str, Any], resource: Any
+) -> Iterator[Problem]:
+    sharing = gpu_class.get("sharing", "none")
+    replicas = gpu_class.get("replicas")
+    if sharing == "none" and isinstance(replicas, int) and replicas > 1:
+        yield Problem(
+            (*path, "replicas"),
+            "replicas only applies to shared classes; set sharing: time-slicing or mps",
+        )
+    if sharing in ("time-slicing", "mps") and "replicas" not in gpu_class:
+        yield Problem(
+            path,
+            "a shared class should state replicas (shared units per physical GPU); 1 is assumed",
+            "warning",
+        )
+    if isinstance(resource, str) and resource.startswith(MIG_PREFIX):
+        yield from _mig_profile(path, gpu_class)
+    if isinstance(resource, str) and not resource.startswith("nvidia.com/"):
+        yield Problem(
+            (*path, "resource"),
+            f"the webhook registrations in webhook/ send a pod to quotaguard only when it "
+            f"names an nvidia.com/ resource; pods asking for {resource!r} alone are neither "
+            "rewritten nor checked unless their matchConditions are widened",
+            "warning",
+        )
+
+
+def _shared_resources(
+    class_at: Mapping[int, Mapping[str, Any]], by_resource: Mapping[str, list[int]]
+) -> Iterator[Problem]:
+    """Classes sharing one resource name are told apart only by their nodeSelectors."""
     for resource, indexes in by_resource.items():
         if len(indexes) < 2:
             continue
         for index in indexes:
-            selector = _map(class_at[index].get("nodeSelector"))
-            if not selector:
+            if not _map(class_at[index].get("nodeSelector")):
                 yield Problem(
                     ("spec", "gpuClasses", index, "resource"),
                     f"{len(indexes)} classes share resource {resource!r}; each needs a "
@@ -189,23 +198,26 @@ def _namespace_overlaps(
             )
 
 
-def _tenant(
-    index: int, tenant: Mapping[str, Any], class_names: set[Any], mig_names: set[Any]
+def _allowed_classes(
+    path: tuple[str | int, ...], name: Any, allowed_raw: list[Any], class_names: set[Any]
 ) -> Iterator[Problem]:
-    path = ("spec", "tenants", index)
-    name = tenant.get("name", f"#{index}")
-    allowed_raw = tenant.get("allowedClasses")
-    allowed = set(allowed_raw) if isinstance(allowed_raw, list) else None
-    if isinstance(allowed_raw, list):
-        for position, class_name in enumerate(allowed_raw):
-            if class_name not in class_names:
-                yield Problem(
-                    (*path, "allowedClasses", position),
-                    f"tenant {name!r} allows unknown GPU class {class_name!r}; known: "
-                    f"{', '.join(sorted(map(str, class_names)))}",
-                )
+    for position, class_name in enumerate(allowed_raw):
+        if class_name not in class_names:
+            yield Problem(
+                (*path, "allowedClasses", position),
+                f"tenant {name!r} allows unknown GPU class {class_name!r}; known: "
+                f"{', '.join(sorted(map(str, class_names)))}",
+            )
 
-    for class_name, quota in _map(tenant.get("quota")).items():
+
+def _quotas(
+    path: tuple[str | int, ...],
+    name: Any,
+    quotas: Mapping[str, Any],
+    class_names: set[Any],
+    allowed: set[Any] | None,
+) -> Iterator[Problem]:
+    for class_name, quota in quotas.items():
         quota_path = (*path, "quota", class_name)
         if class_name not in class_names:
             yield Problem(quota_path, f"quota for unknown GPU class {class_name!r}")
@@ -223,8 +235,30 @@ def _tenant(
                 f"guaranteed {guaranteed} is more than max {ceiling}",
             )
 
+
+def _tenant(
+    index: int, tenant: Mapping[str, Any], class_names: set[Any], mig_names: set[Any]
+) -> Iterator[Problem]:
+    path: tuple[str | int, ...] = ("spec", "tenants", index)
+    name = tenant.get("name", f"#{index}")
+    allowed_raw = tenant.get("allowedClasses")
+    allowed = set(allowed_raw) if isinstance(allowed_raw, list) else None
+    if isinstance(allowed_raw, list):
+        yield from _allowed_classes(path, name, allowed_raw, class_names)
+    yield from _quotas(path, name, _map(tenant.get("quota")), class_names, allowed)
+    yield from _rewrites(path, name, tenant.get("rewrite"), class_names, mig_names, allowed)
+
+
+def _rewrites(
+    path: tuple[str | int, ...],
+    name: Any,
+    rules: Any,
+    class_names: set[Any],
+    mig_names: set[Any],
+    allowed: set[Any] | None,
+) -> Iterator[Problem]:
     catch_all_at: int | None = None
-    for position, rule in _items(tenant.get("rewrite")):
+    for position, rule in _items(rules):
         rule_path = (*path, "rewrite", position)
         target = rule.get("to")
         when = _map(rule.get("when"))

@@ -109,18 +109,8 @@ def _pool(
             continue
         config = mig_configs.get(name) or builtin.get(name)
         if config is None:
-            if gpu is None and name.startswith("all-"):
-                yield Problem(
-                    where,
-                    f"cannot tell the GPU model of pool {pool.get('name')!r} to find the built-in "
-                    f"config {name!r}; set gpu or nodeSelector nvidia.com/gpu.product",
-                )
-            else:
-                known = sorted({*mig_configs, *sharing, *builtin})
-                yield Problem(
-                    where,
-                    f"unknown config {name!r}; known for {gpu or 'this pool'}: {', '.join(known)}",
-                )
+            known = sorted({*mig_configs, *sharing, *builtin})
+            yield _missing_config(where, name, pool.get("name"), gpu, known)
             continue
         if gpu is None:
             continue
@@ -128,6 +118,20 @@ def _pool(
             yield Problem(where, message)
         resources = node_resources(config, gpu, 1)
         yield from _offers(where, name, resources, {**selector, MIG_CONFIG_LABEL: name}, spec)
+
+
+def _missing_config(
+    where: tuple[str | int, ...], name: str, pool: object, gpu: str | None, known: list[str]
+) -> Problem:
+    if gpu is None and name.startswith("all-"):
+        return Problem(
+            where,
+            f"cannot tell the GPU model of pool {pool!r} to find the built-in "
+            f"config {name!r}; set gpu or nodeSelector nvidia.com/gpu.product",
+        )
+    return Problem(
+        where, f"unknown config {name!r}; known for {gpu or 'this pool'}: {', '.join(known)}"
+    )
 
 
 def _sharing_resources(raw: object) -> dict[str, int]:

@@ -170,20 +170,9 @@ def load_policy_documents(
     Documents of other kinds are skipped (a directory may hold kustomizations and tests);
     with `require_policy`, a text without any TenantPolicy is itself a problem.
     """
-    try:
-        roots = [root for root in _documents(text, file) if root is not None]
-    except DocumentError as exc:
-        problem = LocatedProblem(file, exc.line, exc.column, (), exc.message)
-        return [PolicyDocument(file, None, [problem], unparsable=True)]
-    except MarkedYAMLError as exc:
-        mark = exc.problem_mark or exc.context_mark
-        line, column = (mark.line + 1, mark.column + 1) if mark else (1, 1)
-        reason = " ".join(str(part) for part in (exc.context, exc.problem) if part)
-        problem = LocatedProblem(file, line, column, (), reason)
-        return [PolicyDocument(file, None, [problem], unparsable=True)]
-    except YAMLError as exc:
-        problem = LocatedProblem(file, 1, 1, (), f"not YAML: {exc}")
-        return [PolicyDocument(file, None, [problem], unparsable=True)]
+    roots = _roots(text, file)
+    if isinstance(roots, LocatedProblem):
+        return [PolicyDocument(file, None, [roots], unparsable=True)]
     found = []
     for root in roots:
         document = _document_of(root, file, require_policy=require_policy)
@@ -197,6 +186,21 @@ def load_policy_documents(
         )
         found.append(PolicyDocument(file, None, [problem]))
     return found
+
+
+def _roots(text: str, file: str) -> list[object] | LocatedProblem:
+    """The non-empty YAML documents of the text, or where and why it does not parse."""
+    try:
+        return [root for root in _documents(text, file) if root is not None]
+    except DocumentError as exc:
+        return LocatedProblem(file, exc.line, exc.column, (), exc.message)
+    except MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        line, column = (mark.line + 1, mark.column + 1) if mark else (1, 1)
+        reason = " ".join(str(part) for part in (exc.context, exc.problem) if part)
+        return LocatedProblem(file, line, column, (), reason)
+    except YAMLError as exc:
+        return LocatedProblem(file, 1, 1, (), f"not YAML: {exc}")
 
 
 def _second_policy(document: PolicyDocument, root: object) -> PolicyDocument:

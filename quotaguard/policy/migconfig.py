@@ -284,20 +284,7 @@ def _entry(raw: object, path: Path, problems: list[Problem]) -> DeviceSpec | Non
     if not isinstance(enabled, bool):
         problems.append(Problem((*path, "mig-enabled"), "must be true or false"))
         enabled = False
-    mig_devices: dict[str, int] = {}
-    raw_devices = raw.get("mig-devices")
-    if raw_devices is not None and not isinstance(raw_devices, Mapping):
-        problems.append(Problem((*path, "mig-devices"), "must map MIG profiles to counts"))
-    for profile, count in (raw_devices or {}).items() if isinstance(raw_devices, Mapping) else ():
-        if not isinstance(count, int) or isinstance(count, bool) or count < 0:
-            problems.append(
-                Problem(
-                    (*path, "mig-devices", str(profile)),
-                    f"count must be a whole number ≥ 0, not {count!r}",
-                )
-            )
-        elif count:
-            mig_devices[str(profile)] = count
+    mig_devices = _mig_devices(raw.get("mig-devices"), (*path, "mig-devices"), problems)
     if not enabled and mig_devices:
         problems.append(Problem((*path, "mig-devices"), "mig-devices need mig-enabled: true"))
     return DeviceSpec(
@@ -306,6 +293,24 @@ def _entry(raw: object, path: Path, problems: list[Problem]) -> DeviceSpec | Non
         mig_devices,
         _filter(raw.get("device-filter"), (*path, "device-filter"), problems),
     )
+
+
+def _mig_devices(raw: object, path: Path, problems: list[Problem]) -> dict[str, int]:
+    """MIG profile -> count (zero counts left out); bad counts reported and skipped."""
+    if raw is None:
+        return {}
+    if not isinstance(raw, Mapping):
+        problems.append(Problem(path, "must map MIG profiles to counts"))
+        return {}
+    mig_devices: dict[str, int] = {}
+    for profile, count in raw.items():
+        if not isinstance(count, int) or isinstance(count, bool) or count < 0:
+            problems.append(
+                Problem((*path, str(profile)), f"count must be a whole number ≥ 0, not {count!r}")
+            )
+        elif count:
+            mig_devices[str(profile)] = count
+    return mig_devices
 
 
 def parse_mig_configs(
