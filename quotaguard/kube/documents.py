@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
@@ -127,48 +127,70 @@ def check_yaml(text: str, source: str, limits: Limits) -> None:
     the loader, which reports them with their own position."""
     if len(text) > limits.max_bytes:
         raise _too_big(source, limits)
-    stack: list[_Open] = []
-    sizes: dict[str, int] = {}
-    total = 0
+    walk = _Walk(source, limits)
     try:
         for event in yaml.parse(text, Loader=_BaseLoader):
-            if isinstance(event, yaml.DocumentStartEvent):
-                sizes, total = {}, 0
-                continue
-            if isinstance(event, yaml.AliasEvent):
-                size = sizes.get(event.anchor or "")
-                if size is None:
-                    if any(frame.anchor == event.anchor for frame in stack):
-                        raise _at(source, event, "recursive alias: a collection holding itself")
-                    continue  # an undefined alias: the loader says so
-                total += size
-                if total > limits.max_nodes:
-                    raise _at(source, event, _bomb(limits))
-                _add(stack, size, None, source, event)
-            elif isinstance(event, yaml.ScalarEvent):
-                _check_tag(event, source)
-                if event.implicit[0] and not event.style:
-                    _check_int(event.value, source, event)
-                total += 1
-                _add(stack, 1, event.value, source, event)
-                if event.anchor:
-                    sizes[event.anchor] = 1
-            elif isinstance(event, yaml.CollectionStartEvent):
-                _check_tag(event, source)
-                total += 1
-                if len(stack) >= limits.max_depth:
-                    raise _at(source, event, _deep(limits))
-                mapping = isinstance(event, yaml.MappingStartEvent)
-                stack.append(_Open(event.anchor, mapping, keys={} if mapping else None))
-            elif isinstance(event, yaml.CollectionEndEvent):
-                done = stack.pop()
-                if done.anchor:
-                    sizes[done.anchor] = done.size
-                _add(stack, done.size, None, source, event)
-            if total > limits.max_nodes:
-                raise _at(source, event, _bomb(limits))
+            walk.step(event)
     except yaml.YAMLError:
         return
+
+
+@dataclass(slots=True)
+class _Walk:
+    """The checks' state along one event stream: open collections, anchored sizes, the count
+    of nodes of the current document with aliases expanded."""
+
+    source: str
+    limits: Limits
+    stack: list[_Open] = field(default_factory=list)
+    sizes: dict[str, int] = field(default_factory=dict)
+    total: int = 0
+
+    def step(self, event: yaml.Event) -> None:
+        if isinstance(event, yaml.DocumentStartEvent):
+            self.sizes, self.total = {}, 0
+            return
+        if isinstance(event, yaml.AliasEvent):
+            self._alias(event)
+        elif isinstance(event, yaml.ScalarEvent):
+            self._scalar(event)
+        elif isinstance(event, yaml.CollectionStartEvent):
+            self._start(event)
+        elif isinstance(event, yaml.CollectionEndEvent):
+            done = self.stack.pop()
+            if done.anchor:
+                self.sizes[done.anchor] = done.size
+            _add(self.stack, done.size, None, self.source, event)
+        if self.total > self.limits.max_nodes:
+            raise _at(self.source, event, _bomb(self.limits))
+
+    def _alias(self, event: yaml.AliasEvent) -> None:
+        size = self.sizes.get(event.anchor or "")
+        if size is None:
+            if any(frame.anchor == event.anchor for frame in self.stack):
+                raise _at(self.source, event, "recursive alias: a collection holding itself")
+            return  # an undefined alias: the loader says so
+        self.total += size
+        if self.total > self.limits.max_nodes:
+            raise _at(self.source, event, _bomb(self.limits))
+        _add(self.stack, size, None, self.source, event)
+
+    def _scalar(self, event: yaml.ScalarEvent) -> None:
+        _check_tag(event, self.source)
+        if event.implicit[0] and not event.style:
+            _check_int(event.value, self.source, event)
+        self.total += 1
+        _add(self.stack, 1, event.value, self.source, event)
+        if event.anchor:
+            self.sizes[event.anchor] = 1
+
+    def _start(self, event: yaml.CollectionStartEvent) -> None:
+        _check_tag(event, self.source)
+        self.total += 1
+        if len(self.stack) >= self.limits.max_depth:
+            raise _at(self.source, event, _deep(self.limits))
+        mapping = isinstance(event, yaml.MappingStartEvent)
+        self.stack.append(_Open(event.anchor, mapping, keys={} if mapping else None))
 
 
 def _deep(limits: Limits) -> str:
