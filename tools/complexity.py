@@ -26,18 +26,14 @@ ALLOWED: dict[str, int] = {
     "quotaguard/simulate/engine.py:run_arm": 29,
     "quotaguard/simulate/queueing.py:QueueModel._preempt": 28,
     "quotaguard/simulate/trace.py:parse_trace": 26,
-    "quotaguard/admission/suites.py:_outcome": 21,
     "quotaguard/quota/diff.py:diff": 20,
     "quotaguard/simulate/trace.py:_workload": 19,
     "quotaguard/simulate/preemption.py:candidates": 18,
     "quotaguard/quota/cluster.py:_Reader.read": 18,
     "quotaguard/quota/demand.py:_observed_demand": 17,
     "quotaguard/admission/workload.py:_gpu_containers": 17,
-    "quotaguard/admission/suites.py:load_suites": 18,
     "quotaguard/admission/restore.py:restore": 17,
     "quotaguard/quota/fill.py:water_fill": 16,
-    "quotaguard/commands/test.py:run": 17,
-    "quotaguard/admission/suites.py:partial_mismatches": 16,
     "quotaguard/admission/reviews.py:decode_review": 16,
 }
 

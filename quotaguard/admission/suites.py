@@ -121,14 +121,34 @@ class CaseResult:
 
 def load_suites(text: str, file: str, *, required: bool) -> list[LoadedSuite]:
     """Every PolicyTest document of a file; other kinds are skipped unless `required`."""
+    from quotaguard.policy.loader import plain
+
+    loaded: list[LoadedSuite] = []
+    problems: list[tuple[int, int, str]] = []
+    for root in _suite_roots(text, file):
+        data = plain(root)
+        if not isinstance(data, Mapping) or data.get("kind") != KIND:
+            continue
+        try:
+            loaded.append(LoadedSuite(file, Suite.model_validate(data)))
+        except ValidationError as exc:
+            problems.extend(_schema_problems(exc, root, file))
+    if problems:
+        raise SuiteInvalid([text for _, _, text in sorted(problems)])
+    if required and not loaded:
+        raise SuiteInvalid([f"{file}: no {KIND} document (apiVersion {API_VERSION})"])
+    return loaded
+
+
+def _suite_roots(text: str, file: str) -> list[object]:
+    """The YAML documents of a suite file; `SuiteInvalid` where the text does not parse."""
     from ruamel.yaml.error import MarkedYAMLError, YAMLError
 
     from quotaguard.kube.documents import MANIFEST, DocumentError
-    from quotaguard.policy.loader import plain, position, yaml_documents
-    from quotaguard.policy.problems import format_path
+    from quotaguard.policy.loader import yaml_documents
 
     try:
-        roots = yaml_documents(text, file, MANIFEST)
+        return yaml_documents(text, file, MANIFEST)
     except DocumentError as exc:
         raise SuiteInvalid([str(exc)]) from exc
     except MarkedYAMLError as exc:
@@ -137,28 +157,21 @@ def load_suites(text: str, file: str, *, required: bool) -> list[LoadedSuite]:
         raise SuiteInvalid([f"{where}: not YAML: {exc.problem or exc}"]) from exc
     except YAMLError as exc:
         raise SuiteInvalid([f"{file}: not YAML: {exc}"]) from exc
-    loaded: list[LoadedSuite] = []
-    problems: list[tuple[int, int, str]] = []
-    for root in roots:
-        data = plain(root)
-        if not isinstance(data, Mapping) or data.get("kind") != KIND:
-            continue
-        try:
-            loaded.append(LoadedSuite(file, Suite.model_validate(data)))
-        except ValidationError as exc:
-            for error in exc.errors():
-                path = tuple(p for p in error["loc"] if isinstance(p, str | int))
-                at_key = error["type"] == "extra_forbidden"
-                line, column = position(root, path, at_key=at_key)
-                message = _schema_message(error["type"], error["msg"], path)
-                problems.append(
-                    (line, column, f"{file}:{line}:{column}: {format_path(path)}: {message}")
-                )
-    if problems:
-        raise SuiteInvalid([text for _, _, text in sorted(problems)])
-    if required and not loaded:
-        raise SuiteInvalid([f"{file}: no {KIND} document (apiVersion {API_VERSION})"])
-    return loaded
+
+
+def _schema_problems(
+    exc: ValidationError, root: object, file: str
+) -> Iterator[tuple[int, int, str]]:
+    """(line, column, FILE:LINE:COLUMN: path: message) for every schema error of a suite."""
+    from quotaguard.policy.loader import position
+    from quotaguard.policy.problems import format_path
+
+    for error in exc.errors():
+        path = tuple(p for p in error["loc"] if isinstance(p, str | int))
+        at_key = error["type"] == "extra_forbidden"
+        line, column = position(root, path, at_key=at_key)
+        message = _schema_message(error["type"], error["msg"], path)
+        yield line, column, f"{file}:{line}:{column}: {format_path(path)}: {message}"
 
 
 def _schema_message(kind: str, message: str, path: tuple[str | int, ...]) -> str:
@@ -222,36 +235,51 @@ def check(expect: Expect, response: Mapping[str, Any], patched: Any) -> list[str
 
 
 def _outcome(expect: Expect, response: Mapping[str, Any]) -> list[str]:
-    failures: list[str] = []
-    allowed = bool(response.get("allowed"))
     message = str(response.get("status", {}).get("message", ""))
+    return [
+        *_verdict(expect, response, message),
+        *_rules(expect, response),
+        *_warnings(expect, response),
+        *_change(expect, response),
+    ]
+
+
+def _verdict(expect: Expect, response: Mapping[str, Any], message: str) -> Iterator[str]:
+    allowed = bool(response.get("allowed"))
     if allowed != expect.allowed:
-        failures.append(
+        yield (
             f"expected denied, got allowed ({_patch_summary(response)})"
             if allowed
             else f"expected allowed, got denied: {message}"
         )
-    failures.extend(
-        f'denial message does not contain "{fragment}"; message: {message or "(none)"}'
-        for fragment in expect.message_fragments
-        if fragment not in message
-    )
-    if expect.rules is not None:
-        fired = str(response.get("auditAnnotations", {}).get("denied", "")).split(",")
-        missing = [rule for rule in expect.rules if rule not in fired]
-        if missing:
-            shown = ", ".join(filter(None, fired)) or "none"
-            failures.append(f"expected denial rules {', '.join(missing)}; fired: {shown}")
+    for fragment in expect.message_fragments:
+        if fragment not in message:
+            yield f'denial message does not contain "{fragment}"; message: {message or "(none)"}'
+
+
+def _rules(expect: Expect, response: Mapping[str, Any]) -> Iterator[str]:
+    if expect.rules is None:
+        return
+    fired = str(response.get("auditAnnotations", {}).get("denied", "")).split(",")
+    missing = [rule for rule in expect.rules if rule not in fired]
+    if missing:
+        shown = ", ".join(filter(None, fired)) or "none"
+        yield f"expected denial rules {', '.join(missing)}; fired: {shown}"
+
+
+def _warnings(expect: Expect, response: Mapping[str, Any]) -> Iterator[str]:
     warnings = [str(w) for w in response.get("warnings", [])]
     for fragment in expect.warnings or []:
         if not any(fragment in warning for warning in warnings):
-            failures.append(f'no warning contains "{fragment}"; warnings: {warnings or "none"}')
+            yield f'no warning contains "{fragment}"; warnings: {warnings or "none"}'
+
+
+def _change(expect: Expect, response: Mapping[str, Any]) -> Iterator[str]:
     changed = "patch" in response
     if expect.unchanged is True and changed:
-        failures.append(f"expected no change, got {_patch_summary(response)}")
+        yield f"expected no change, got {_patch_summary(response)}"
     if expect.unchanged is False and not changed:
-        failures.append("expected a change, got none")
-    return failures
+        yield "expected a change, got none"
 
 
 def _patch_summary(response: Mapping[str, Any]) -> str:
@@ -288,27 +316,35 @@ def partial_mismatches(expected: Any, actual: Any, pointer: str = "") -> Iterato
     written, with "1" and 1 equal.
     """
     if isinstance(expected, Mapping):
-        if not isinstance(actual, Mapping):
-            yield f"{pointer or '/'}: expected a map, got {_show(actual)}"
-            return
-        for key, value in expected.items():
-            path = f"{pointer}/{str(key).replace('~', '~0').replace('/', '~1')}"
-            found = actual.get(key, _ABSENT)
-            if value is None:
-                if found is not _ABSENT and found is not None:
-                    yield f"{path}: expected absent, got {_show(found)}"
-            elif found is _ABSENT:
-                yield f"{path}: expected {_show(value)}, got nothing"
-            else:
-                yield from partial_mismatches(value, found, path)
+        yield from _map_mismatches(expected, actual, pointer)
     elif isinstance(expected, list):
-        if not isinstance(actual, list) or len(actual) != len(expected):
-            yield f"{pointer or '/'}: expected a list of {len(expected)}, got {_show(actual)}"
-            return
-        for index, (want, have) in enumerate(zip(expected, actual, strict=True)):
-            yield from partial_mismatches(want, have, f"{pointer}/{index}")
+        yield from _list_mismatches(expected, actual, pointer)
     elif not _same_scalar(expected, actual):
         yield f"{pointer or '/'}: expected {_show(expected)}, got {_show(actual)}"
+
+
+def _map_mismatches(expected: Mapping[Any, Any], actual: Any, pointer: str) -> Iterator[str]:
+    if not isinstance(actual, Mapping):
+        yield f"{pointer or '/'}: expected a map, got {_show(actual)}"
+        return
+    for key, value in expected.items():
+        path = f"{pointer}/{str(key).replace('~', '~0').replace('/', '~1')}"
+        found = actual.get(key, _ABSENT)
+        if value is None:
+            if found is not _ABSENT and found is not None:
+                yield f"{path}: expected absent, got {_show(found)}"
+        elif found is _ABSENT:
+            yield f"{path}: expected {_show(value)}, got nothing"
+        else:
+            yield from partial_mismatches(value, found, path)
+
+
+def _list_mismatches(expected: list[Any], actual: Any, pointer: str) -> Iterator[str]:
+    if not isinstance(actual, list) or len(actual) != len(expected):
+        yield f"{pointer or '/'}: expected a list of {len(expected)}, got {_show(actual)}"
+        return
+    for index, (want, have) in enumerate(zip(expected, actual, strict=True)):
+        yield from partial_mismatches(want, have, f"{pointer}/{index}")
 
 
 def _show(value: object) -> str:

@@ -14,6 +14,7 @@ from quotaguard.kube.documents import read_error
 
 if TYPE_CHECKING:  # the suites module (pydantic, admission) loads only when tests run
     from quotaguard.admission.suites import LoadedSuite
+    from quotaguard.policy.model import TenantPolicy
 
 
 def register(verbs: Any) -> None:
@@ -38,29 +39,10 @@ def register(verbs: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from quotaguard.admission.suites import SuiteInvalid, load_suites, run_case
-    from quotaguard.kube.documents import MANIFEST, DocumentError, read_text
-    from quotaguard.policy.loader import load_policy_file, policy_files
-    from quotaguard.policy.model import TenantPolicy
-    from quotaguard.policy.problems import PolicyInvalid
+    from quotaguard.admission.suites import run_case
 
-    suites: list[LoadedSuite] = []
-    for file, explicit in policy_files(args.paths):
-        if explicit and not Path(file).exists():
-            print(f"{file}: no such file or directory", file=sys.stderr)
-            return 2
-        try:
-            text = read_text(file, MANIFEST)
-            suites.extend(load_suites(text, file, required=explicit))
-        except DocumentError as exc:
-            print(exc, file=sys.stderr)
-            return 2
-        except (OSError, UnicodeDecodeError) as exc:
-            print(f"{file}: cannot read: {read_error(exc)}", file=sys.stderr)
-            return 2
-        except SuiteInvalid as exc:
-            print(exc, file=sys.stderr)
-            return 2
+    if isinstance(suites := _suites(args.paths), int):
+        return suites
     if not suites:
         print(f"{' '.join(args.paths)}: no PolicyTest suite found", file=sys.stderr)
         return 2
@@ -69,16 +51,9 @@ def run(args: argparse.Namespace) -> int:
     for suite in suites:
         path = suite.policy_path.resolve()
         if path not in policies:
-            try:
-                policies[path] = load_policy_file(suite.policy_path)
-            except OSError as exc:
-                reason = read_error(exc)
-                print(f"{suite.file}: policy {suite.suite.policy}: {reason}", file=sys.stderr)
-                return 2
-            except PolicyInvalid as exc:
-                print(f"{suite.file}: policy {suite.suite.policy} is invalid:", file=sys.stderr)
-                print(exc, file=sys.stderr)
-                return exc.exit_code
+            if isinstance(policy := _policy(suite), int):
+                return policy
+            policies[path] = policy
         for case in suite.suite.cases:
             started = time.perf_counter()
             result = run_case(policies[path], suite, case)
@@ -86,6 +61,46 @@ def run(args: argparse.Namespace) -> int:
     render = {"json": as_json, "junit": as_junit}.get(args.output)
     print(render(runs) if render else as_text(runs, quiet=args.quiet))
     return 1 if any(run.failures for run in runs) else 0
+
+
+def _suites(paths: list[str]) -> list[LoadedSuite] | int:
+    """Every suite of the paths, or the exit code after saying why one cannot be read."""
+    from quotaguard.admission.suites import SuiteInvalid, load_suites
+    from quotaguard.kube.documents import MANIFEST, DocumentError, read_text
+    from quotaguard.policy.loader import policy_files
+
+    suites: list[LoadedSuite] = []
+    for file, explicit in policy_files(paths):
+        if explicit and not Path(file).exists():
+            print(f"{file}: no such file or directory", file=sys.stderr)
+            return 2
+        try:
+            text = read_text(file, MANIFEST)
+            suites.extend(load_suites(text, file, required=explicit))
+        except (DocumentError, SuiteInvalid) as exc:
+            print(exc, file=sys.stderr)
+            return 2
+        except (OSError, UnicodeDecodeError) as exc:
+            print(f"{file}: cannot read: {read_error(exc)}", file=sys.stderr)
+            return 2
+    return suites
+
+
+def _policy(suite: LoadedSuite) -> TenantPolicy | int:
+    """The suite's policy, or the exit code after saying why it cannot be used."""
+    from quotaguard.policy.loader import load_policy_file
+    from quotaguard.policy.problems import PolicyInvalid
+
+    try:
+        return load_policy_file(suite.policy_path)
+    except OSError as exc:
+        reason = read_error(exc)
+        print(f"{suite.file}: policy {suite.suite.policy}: {reason}", file=sys.stderr)
+        return 2
+    except PolicyInvalid as exc:
+        print(f"{suite.file}: policy {suite.suite.policy} is invalid:", file=sys.stderr)
+        print(exc, file=sys.stderr)
+        return exc.exit_code
 
 
 @dataclass(frozen=True)
