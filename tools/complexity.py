@@ -32,7 +32,6 @@ ALLOWED: dict[str, int] = {
     "quotaguard/quota/cluster.py:_Reader.read": 18,
     "quotaguard/quota/demand.py:_observed_demand": 17,
     "quotaguard/admission/workload.py:_gpu_containers": 17,
-    "quotaguard/admission/restore.py:restore": 17,
     "quotaguard/quota/fill.py:water_fill": 16,
     "quotaguard/admission/reviews.py:decode_review": 16,
 }

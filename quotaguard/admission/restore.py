@@ -77,18 +77,31 @@ def restore(
     changes: list[str] = []
     for view in views:
         old_view = old_views.get(_template_key(view))
-        old_containers = {(c.init, c.label): c for c in old_view.gpu_containers} if old_view else {}
-        for container in view.gpu_containers:
-            old_container = old_containers.get((container.init, container.label))
-            kept = _kept_class(container, old_container)
-            count = whole_gpus(container, PLAIN_GPU) if kept else None
-            if kept and count:
-                changes.append(swap_resource(container, count, kept, patch))
+        changes += _restore_classes(view, old_view, patch)
         if old_view is not None:
             _restore_placement(policy, tenant, view, old_view, patch)
             _restore_template_stamps(view, old_view, patch)
     if old_object is not None:
         _restore_object_stamps(obj, old_object, patch)
+    return _restored(tenant, patch, changes)
+
+
+def _restore_classes(
+    view: TemplateView, old_view: TemplateView | None, patch: PatchBuilder
+) -> list[str]:
+    """`nvidia.com/gpu` put back into the class each container was created with."""
+    old_containers = {(c.init, c.label): c for c in old_view.gpu_containers} if old_view else {}
+    changes = []
+    for container in view.gpu_containers:
+        old_container = old_containers.get((container.init, container.label))
+        kept = _kept_class(container, old_container)
+        count = whole_gpus(container, PLAIN_GPU) if kept else None
+        if kept and count:
+            changes.append(swap_resource(container, count, kept, patch))
+    return changes
+
+
+def _restored(tenant: Tenant, patch: PatchBuilder, changes: list[str]) -> Decision:
     audit = {"tenant": tenant.name}
     if changes:
         audit["restored"] = "; ".join(changes)
