@@ -29,8 +29,6 @@ ALLOWED: dict[str, int] = {
     "quotaguard/quota/diff.py:diff": 20,
     "quotaguard/simulate/trace.py:_workload": 19,
     "quotaguard/simulate/preemption.py:candidates": 18,
-    "quotaguard/quota/cluster.py:_Reader.read": 18,
-    "quotaguard/quota/demand.py:_observed_demand": 17,
     "quotaguard/admission/workload.py:_gpu_containers": 17,
     "quotaguard/quota/fill.py:water_fill": 16,
     "quotaguard/admission/reviews.py:decode_review": 16,

@@ -194,10 +194,7 @@ class _Reader:
     def read(self, item: Mapping[str, Any]) -> object | None:
         kind = item.get("kind")
         api_version = item.get("apiVersion")
-        metadata = _map(item.get("metadata"))
-        name = _str(metadata.get("name"))
-        namespace = _str(metadata.get("namespace"))
-        self._where = f"{kind}/{namespace + '/' if namespace else ''}{name or '?'}"
+        name, namespace = self._identify(kind, _map(item.get("metadata")))
         if name is None:
             self.problem("metadata.name missing; object skipped")
             return None
@@ -205,16 +202,23 @@ class _Reader:
         if kind == "Node":
             return self.node(item, name)
         if kind == "Pod":
-            return self.pod(item, name, namespace or "default")
+            return self.pod(item, name, namespace)
         if kind == "Workload" and group == KUEUE_GROUP:
-            return self.workload(item, name, namespace or "default")
+            return self.workload(item, name, namespace)
         if kind == "ClusterQueue" and group == KUEUE_GROUP:
             return self.cluster_queue(item, name, str(api_version))
         if kind == "PodGroup" and group == VOLCANO_GROUP:
-            return self.pod_group(item, name, namespace or "default")
+            return self.pod_group(item, name, namespace)
         if kind == "Queue" and group == VOLCANO_GROUP:
             return self.volcano_queue(item, name)
         return None
+
+    def _identify(self, kind: object, metadata: Mapping[str, Any]) -> tuple[str | None, str]:
+        """The object's name and namespace ("default" when unset); problems name it from now."""
+        name = _str(metadata.get("name"))
+        namespace = _str(metadata.get("namespace"))
+        self._where = f"{kind}/{namespace + '/' if namespace else ''}{name or '?'}"
+        return name, namespace or "default"
 
     def node(self, item: Mapping[str, Any], name: str) -> Node:
         spec, status = _map(item.get("spec")), _map(item.get("status"))

@@ -228,26 +228,49 @@ def demand_of(
 def _observed_demand(
     policy: TenantPolicy, snapshot: ClusterSnapshot
 ) -> dict[str, dict[str, ClassDemand]]:
+    """Each tenant's demand from the richest source it has: Kueue Workloads, else Volcano
+    PodGroups, else its pods one by one."""
     tally = _Tally()
-    with_workloads: set[str] = set()
+    with_workloads = _workloads_demand(policy, snapshot, tally)
+    with_groups = _pod_groups_demand(policy, snapshot, tally, with_workloads)
+    _pods_demand(policy, snapshot, tally, with_workloads | with_groups)
+    return tally.demand()
+
+
+def _workloads_demand(policy: TenantPolicy, snapshot: ClusterSnapshot, tally: _Tally) -> set[str]:
+    """Tally the unfinished Workloads; the tenants that have any."""
+    counted: set[str] = set()
     for workload in snapshot.workloads:
         if workload.finished:
             continue
         queue = workload.cluster_queue if workload.holds_quota else None
         tenant = _tenant_of(policy, workload.namespace, queue)
         if tenant is not None:
-            with_workloads.add(tenant.name)
+            counted.add(tenant.name)
             _workload_demand(policy, workload, tenant.name, tally)
+    return counted
+
+
+def _pod_groups_demand(
+    policy: TenantPolicy, snapshot: ClusterSnapshot, tally: _Tally, counted: set[str]
+) -> set[str]:
+    """Tally the live PodGroups of tenants not `counted` yet; the tenants that have any."""
     with_groups: set[str] = set()
     for group in snapshot.pod_groups:
         if group.phase == "Completed":
             continue
         tenant = _tenant_of(policy, group.namespace, group.queue)
-        if tenant is not None and tenant.name not in with_workloads:
+        if tenant is not None and tenant.name not in counted:
             with_groups.add(tenant.name)
             _pod_group_demand(policy, group, tenant.name, tally)
+    return with_groups
+
+
+def _pods_demand(
+    policy: TenantPolicy, snapshot: ClusterSnapshot, tally: _Tally, counted: set[str]
+) -> None:
+    """Tally the active pods of tenants not `counted` yet, by the class of each resource."""
     nodes = {node.name: node for node in snapshot.nodes}
-    counted = with_workloads | with_groups
     for pod in snapshot.pods:
         if not pod.active:
             continue
@@ -259,7 +282,6 @@ def _observed_demand(
             gpu_class = class_of_pod_resource(policy, resource, pod, node)
             if gpu_class is not None:
                 tally.add(tenant.name, gpu_class.name, amount, holding=pod.bound)
-    return tally.demand()
 
 
 @dataclass(frozen=True, slots=True)
