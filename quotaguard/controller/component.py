@@ -14,6 +14,7 @@ SHARED_KEY = "controller"
 
 async def start(ctx: ServeContext) -> None:
     try:
+        # reads the kubeconfig (and may run its exec plugin) with blocking calls
         clients = await asyncio.to_thread(KubeClients.connect, ctx.options.kubeconfig)
     except Exception as exc:
         where = ctx.options.kubeconfig or "in-cluster configuration"

@@ -203,6 +203,7 @@ class LeaderElector:
             log.info("could not release the leader Lease: %s", exc)
 
     async def run(self, stop: asyncio.Event) -> None:
+        # The Lease is read and written with the synchronous kubernetes client: in a thread.
         try:
             while not stop.is_set():
                 await asyncio.to_thread(self.try_acquire_or_renew)

@@ -232,6 +232,7 @@ class Controller:
                     await asyncio.wait_for(stop.wait(), timeout=self.interval())
         finally:
             elector_stop.set()
+            # joins the watch threads: a wait that must not hold the loop
             await asyncio.to_thread(self.close)
             if elector is not None:
                 with contextlib.suppress(Exception):
@@ -252,6 +253,8 @@ class Controller:
         if self.mode(policy) == "off":
             return
         try:
+            # the kubernetes client is synchronous: its calls run in a worker thread so the
+            # loop keeps serving the webhook, probes and metrics meanwhile
             served = await asyncio.to_thread(discover, self.clients)
         except Exception as exc:
             log.warning("API server unreachable at start: %s", exc)
@@ -324,6 +327,8 @@ class Controller:
         CONTROLLER_STALE.set(0)
         now = self.clock()
         objects = [obj for watch in self.watches.values() for obj in watch.objects()]
+        # Off the loop: a Prometheus query (blocking HTTP), planning (CPU, seconds on a large
+        # cluster), writes and node changes (the synchronous kubernetes client).
         metrics = await asyncio.to_thread(self._gpu_metrics, policy, now)
         the_plan, current, report = await asyncio.to_thread(
             self._plan, policy, mode, objects, now, metrics
@@ -342,7 +347,7 @@ class Controller:
 
     async def _staleness(self, policy: TenantPolicy) -> str | None:
         try:
-            served = await asyncio.to_thread(discover, self.clients)
+            served = await asyncio.to_thread(discover, self.clients)  # synchronous client
         except Exception as exc:
             return f"API server unreachable: {type(exc).__name__}: {exc}"
         self.status.served = served = self._sticky(served)

@@ -159,7 +159,10 @@ class Watch:
     # -- lifecycle ---------------------------------------------------------------------------
 
     def start(self) -> None:
-        """Run in a daemon thread: a long watch must not occupy the shared executor."""
+        """Run in a daemon thread: a long watch must not occupy the shared executor.
+
+        A thread and not a task: the watch streams through the synchronous kubernetes client
+        (blocking reads for minutes); the loop only reads `objects()`, under the lock."""
         self._thread = threading.Thread(target=self.run, name=f"watch-{self.name}", daemon=True)
         self._thread.start()
 

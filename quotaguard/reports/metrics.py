@@ -290,6 +290,7 @@ class LatestReport(Collector):
     this replica is a standby (or before the first plan)."""
 
     def __init__(self) -> None:
+        # prometheus_client may collect from any thread; publish and collect swap one pair
         self._lock = threading.Lock()
         self._report: Mapping[str, Any] | None = None
         self._classes: Mapping[str, ClassFacts] = {}
