@@ -12,7 +12,9 @@ import pytest
 
 from quotaguard.certs.builders import service_dns_names
 from quotaguard.cli import build_parser
+from quotaguard.controller.kueue import flavor_fungibility
 from quotaguard.kube.kinds import KINDS
+from quotaguard.policy.fungibility import flavor_order
 from quotaguard.policy.loader import load_policy_file, load_policy_text
 from quotaguard.webhook.registrations import render as generated_files
 from tests.deploy.manifests import (
@@ -586,9 +588,17 @@ def sample(backend: str) -> list[Manifest]:
     ]
 
 
-def test_kueue_samples_follow_the_policy() -> None:
-    policy = load_policy_file(CONFIG / "policy.yaml")
-    docs = sample("kueue")
+@pytest.mark.parametrize(
+    ("policy_file", "samples"),
+    [
+        (CONFIG / "policy.yaml", "kueue"),
+        # two GPU models on nvidia.com/gpu, `to: [h100, a100]`
+        (CONFIG / "samples" / "kueue" / "gpu-models" / "policy.yaml", "kueue/gpu-models"),
+    ],
+)
+def test_kueue_samples_follow_the_policy(policy_file: Path, samples: str) -> None:
+    policy = load_policy_file(policy_file)
+    docs = sample(samples)
     flavors = {d["metadata"]["name"]: d["spec"] for d in find(docs, "ResourceFlavor")}
     for gpu_class in policy.spec.gpu_classes:
         assert flavors[gpu_class.flavor].get("nodeLabels", {}) == gpu_class.node_selector
@@ -599,6 +609,11 @@ def test_kueue_samples_follow_the_policy() -> None:
         groups = queue["resourceGroups"]
         gpu_group = next(g for g in groups if "nvidia.com/gpu" in g["coveredResources"])
         assert gpu_group["coveredResources"] == class_resources
+        # Kueue tries the flavors in this order: the tenant's rewrite lists' order first
+        assert [f["name"] for f in gpu_group["flavors"]] == list(flavor_order(policy, tenant))
+        if tenant.flavor_fungibility is not None:
+            wanted_fungibility = flavor_fungibility({}, tenant.flavor_fungibility, "x/v1beta2")
+            assert queue["flavorFungibility"] == wanted_fungibility
         for group in groups:  # Kueue: every flavor lists every covered resource, in order
             for flavor in group["flavors"]:
                 assert [r["name"] for r in flavor["resources"]] == group["coveredResources"]
