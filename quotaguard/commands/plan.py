@@ -167,7 +167,12 @@ def _gpu_facts(args: argparse.Namespace, policy: Any, snapshot: Any) -> Any:
     except TelemetryError as exc:
         print(f"warning: {exc}; planning without GPU telemetry", file=sys.stderr)
         return no_telemetry(str(exc), source)
-    facts, _ = judge(metrics, nodes=[node.name for node in snapshot.nodes], rebalance=rebalance)
+    facts, _ = judge(
+        metrics,
+        nodes=[node.name for node in snapshot.nodes],
+        rebalance=rebalance,
+        pods=[(pod.namespace, pod.name) for pod in snapshot.pods],
+    )
     for kind, count in facts.warnings.items():
         print(f"{source}: warning: {count} series skipped: {kind}", file=sys.stderr)
     return facts

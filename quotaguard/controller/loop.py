@@ -58,7 +58,7 @@ from quotaguard.geometry.planner import LayoutPlan
 from quotaguard.geometry.report import layout_rows
 from quotaguard.kube.values import utc_timestamp
 from quotaguard.policy.model import Mode, TenantPolicy
-from quotaguard.quota.cluster import ResourceQuota, parse_objects
+from quotaguard.quota.cluster import ClusterSnapshot, ResourceQuota, parse_objects
 from quotaguard.quota.demand import activity_of, demand_of
 from quotaguard.quota.diff import QueueChange, writes_for
 from quotaguard.quota.planner import Plan, TenantPlan
@@ -371,12 +371,17 @@ class Controller:
             return str(exc)
 
     def _gpu_facts(
-        self, policy: TenantPolicy, metrics: GpuMetrics | str, nodes: list[str], now: float
+        self, policy: TenantPolicy, metrics: GpuMetrics | str, snapshot: ClusterSnapshot, now: float
     ) -> GpuFacts:
         if isinstance(metrics, str):
             return no_telemetry(metrics, self.settings.prometheus_url)
         facts, self._health = judge(
-            metrics, nodes=nodes, rebalance=policy.spec.rebalance, memory=self._health, now=now
+            metrics,
+            nodes=[node.name for node in snapshot.nodes],
+            rebalance=policy.spec.rebalance,
+            memory=self._health,
+            now=now,
+            pods=[(pod.namespace, pod.name) for pod in snapshot.pods],
         )
         if facts.warnings:
             log.warning("GPU telemetry: series skipped: %s", dict(facts.warnings))
@@ -392,7 +397,7 @@ class Controller:
     ) -> tuple[Plan, dict[str, QueueState], dict[str, Any]]:
         """The pure part, with the state carried between intervals (runs in a worker thread)."""
         snapshot = parse_objects(objects, gpu_resources=policy.gpu_resources)
-        facts = self._gpu_facts(policy, metrics, [node.name for node in snapshot.nodes], now)
+        facts = self._gpu_facts(policy, metrics, snapshot, now)
         observed = demand_of(policy, snapshot, activity=facts.activity)
         seen = observe(policy, observed, now, self._state)
         # Layouts first: quotas are planned on the capacity they leave (changing nodes at 0).

@@ -181,10 +181,10 @@ def activity_of(
         rows[tenant][gpu_class.name] = ClassActivity(
             allocated=row.allocated + units,
             observed=row.observed + observed,
-            used=round(row.used + used, 3),
+            used=row.used + used,
             idle=row.idle + (units if idle else 0),
             idle_pods=(*row.idle_pods, f"{pod.namespace}/{pod.name}") if idle else row.idle_pods,
-            idle_gpu_hours=round(row.idle_gpu_hours + hours, 3),
+            idle_gpu_hours=row.idle_gpu_hours + hours,
         )
     return rows
 

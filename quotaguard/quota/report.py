@@ -59,10 +59,11 @@ def _activity(row: ClassPlan, activity: ClassActivity | None, observed: bool) ->
     found = activity or ClassActivity()
     return {
         "allocated": row.usage,
-        "used": found.used,
+        # rounded once here: summed per pod, a small share rounded each time would vanish
+        "used": round(found.used, 3),
         "idle": found.idle,
         "idlePods": list(found.idle_pods),
-        "idleGpuHours": found.idle_gpu_hours,
+        "idleGpuHours": round(found.idle_gpu_hours, 3),
     }
 
 

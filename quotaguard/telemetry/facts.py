@@ -54,8 +54,13 @@ def judge(
     rebalance: Rebalance,
     memory: HealthMemory | None = None,
     now: float | None = None,
+    pods: Collection[PodKey] | None = None,
 ) -> tuple[GpuFacts, HealthMemory]:
-    """Faulty GPUs and pod activity on the known `nodes`; the memory goes to the next call."""
+    """Faulty GPUs and pod activity on the known `nodes`; the memory goes to the next call.
+
+    With `pods` (the cluster's), activity of any other pod is dropped without a warning: a pod
+    that has just ended, or — under a scrape that does not honour the exporter's labels — the
+    exporter's own pod named on every GPU nobody holds."""
     known = frozenset(nodes)
     health, memory = judge_health(
         metrics, nodes=known, settings=rebalance.gpu_health, memory=memory, now=now
@@ -67,6 +72,9 @@ def judge(
         nodes=known,
         now=now,
     )
+    if pods is not None:
+        known_pods = frozenset(pods)
+        activity = {key: pod for key, pod in activity.items() if key in known_pods}
     facts = GpuFacts(
         source=metrics.source,
         available=True,

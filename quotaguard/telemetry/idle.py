@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from quotaguard.telemetry.series import (
+    CONTAINER_LABELS,
     GPU_UTIL,
     GR_ENGINE_ACTIVE,
     NAMESPACE_LABELS,
@@ -49,7 +50,8 @@ def _activity_series(metrics: GpuMetrics) -> dict[PodKey, dict[_DeviceKey, Serie
         node, gpu = series.label(*NODE_LABELS), series.label("gpu", "UUID")
         if not (namespace and pod and node and gpu):
             continue  # a GPU nobody holds, or unlabelled (counted by the health judgement)
-        device = (node, gpu, series.labels.get("GPU_I_ID", ""), series.labels.get("container", ""))
+        container = series.label(*CONTAINER_LABELS) or ""
+        device = (node, gpu, series.labels.get("GPU_I_ID", ""), container)
         devices = found.setdefault((namespace, pod), {})
         if device not in devices or series.metric == GR_ENGINE_ACTIVE:
             devices[device] = series

@@ -19,11 +19,12 @@ METRICS = HEALTH_METRICS | ACTIVITY_METRICS
 
 # dcgm-exporter says Hostname (newer builds hostname); Prometheus relabelling often adds node.
 NODE_LABELS = ("Hostname", "hostname", "node", "kubernetes_node")
-# In kubernetes mode the exporter adds namespace/pod/container; a scrape whose target already
-# has such labels renames them exported_*.
-NAMESPACE_LABELS = ("namespace", "exported_namespace")
-POD_LABELS = ("pod", "exported_pod")
-CONTAINER_LABELS = ("container", "exported_container")
+# In kubernetes mode the exporter adds namespace/pod/container. A scrape whose target has such
+# labels of its own (a ServiceMonitor without honorLabels: the exporter pod's namespace and name)
+# keeps the target's and renames the exporter's exported_*: those name the workload, so they win.
+NAMESPACE_LABELS = ("exported_namespace", "namespace")
+POD_LABELS = ("exported_pod", "pod")
+CONTAINER_LABELS = ("exported_container", "container")
 
 # Bounds on what one source may hand in; past them the rest is skipped with a warning.
 MAX_SERIES = 100_000

@@ -265,3 +265,20 @@ def test_plan_with_an_unreadable_metrics_file_warns_and_plans(
     code, out, err = run(capsys, "--gpu-metrics", str(bad))
     assert code == 0 and "Prometheus answered an error: bad_data" in err
     assert "telemetry: " in out and "no GPU telemetry" in out
+
+
+def test_idle_gpu_hours_of_many_small_slices_add_up_before_rounding() -> None:
+    # 14 notebooks on 1g.10gb slices (1/7 GPU each), idle for 3 minutes: 0.1 GPU-hours, where
+    # each pod's own share (0.007) rounded to 3 places on the way would lose 2 %.
+    objects = [node("m", {"nvidia.com/mig-1g.10gb": "14"}, **{"nvidia.com/mig.strategy": "mixed"})]
+    for i in range(14):
+        notebook = pod("notebooks", f"nb-{i}", 0, node_name="m")
+        notebook["spec"]["containers"][0]["resources"]["limits"] = {"nvidia.com/mig-1g.10gb": "1"}
+        objects.append(notebook)
+    snapshot = parse_objects(objects, gpu_resources=SAMPLE.gpu_resources)
+    idle = {("notebooks", f"nb-{i}"): Seen(True, 1.0, 180.0) for i in range(14)}
+    rows = activity_of(SAMPLE, snapshot, idle)
+    row = rows["notebooks"]["h100-1g.10gb"]
+    assert row.idle == 14
+    assert row.idle_gpu_hours == pytest.approx(0.1)
+    assert row.used == pytest.approx(14 * 0.01)

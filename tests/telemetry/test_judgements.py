@@ -199,3 +199,35 @@ def test_faults_are_only_on_known_nodes_and_the_memory_forgets_after_the_quiet_p
     )
     later, _ = judge(metrics(), nodes=NODES, rebalance=Rebalance(), memory=memory, now=now + 10_000)
     assert later.faulty == ()
+
+
+def test_labels_renamed_by_a_scrape_that_has_its_own_name_the_workload() -> None:
+    # A ServiceMonitor scrape without honorLabels: namespace/pod are the exporter's own pod,
+    # the exporter's labels come as exported_*.
+    relabelled = {
+        **dcgm_labels("n1", 0),
+        "namespace": "gpu-operator",
+        "pod": "nvidia-dcgm-exporter-x7k2p",
+        "exported_namespace": "nb",
+        "exported_pod": "notebook-0",
+        "exported_container": "main",
+    }
+    found = metrics(series(GR_ENGINE_ACTIVE, relabelled, (100, 0.0)), single_sample=True)
+    pods = judge_idle(found, idle_below=5, idle_for=1800, nodes=NODES)
+    assert list(pods) == [("nb", "notebook-0")] and pods[("nb", "notebook-0")].idle
+
+
+def test_activity_of_pods_the_cluster_does_not_have_is_dropped() -> None:
+    # Under a scrape that does not honour the exporter's labels, a GPU nobody holds carries the
+    # exporter pod's own namespace/pod: not an allocation, and not a warning either.
+    exporter_pod = {**dcgm_labels("n1", 1), "namespace": "gpu-operator", "pod": "dcgm-x7k2p"}
+    found = metrics(
+        series(GR_ENGINE_ACTIVE, dcgm_labels("n1", 0, pod=("nb", "a")), (100, 0.0)),
+        series(GR_ENGINE_ACTIVE, exporter_pod, (100, 0.0)),
+        single_sample=True,
+    )
+    everything, _ = judge(found, nodes=NODES, rebalance=Rebalance())
+    assert everything.idle_pods == {("nb", "a"), ("gpu-operator", "dcgm-x7k2p")}
+    facts, _ = judge(found, nodes=NODES, rebalance=Rebalance(), pods=[("nb", "a")])
+    assert facts.idle_pods == {("nb", "a")} and facts.summary()["idlePods"] == 1
+    assert facts.warnings == {}
