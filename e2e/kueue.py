@@ -491,6 +491,7 @@ def serve_controller(
     lease_namespace: str,
     mode: str | None = None,
     components: str = "controller,reports",
+    args: Sequence[str] = (),
 ) -> ControllerProcess:
     """Start `python -m quotaguard serve` with POD_NAME/POD_NAMESPACE set as in a pod (they
     name its Lease identity and namespace); wait until /healthz answers."""
@@ -512,6 +513,7 @@ def serve_controller(
         "--http-port",
         str(http_port),
         *(["--mode", mode] if mode else []),
+        *args,
     ]
     env = {
         **cluster.env(),

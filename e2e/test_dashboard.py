@@ -6,52 +6,23 @@ variable returns series, and every alert rule evaluates without error."""
 from __future__ import annotations
 
 import json
-import os
-import urllib.parse
-import urllib.request
 from collections.abc import Iterator
-from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
 from e2e import conftest
-from e2e.build import Layout, Toolchain, cache_dir
-from e2e.cluster import REPO_ROOT, free_port, wait_until
+from e2e.build import Toolchain
+from e2e.cluster import REPO_ROOT, wait_until
 from e2e.kueue import add_gpu_nodes, apply_kueue_samples, serve_controller, write_policy
+from e2e.prometheus import Prometheus, start_prometheus
 
 PROMETHEUS_DIR = REPO_ROOT / "config" / "components" / "prometheus"
 DASHBOARD = PROMETHEUS_DIR / "dashboards" / "quotaguard.json"
 RULES = PROMETHEUS_DIR / "prometheusrule.yaml"
 SERVING = "serving-dashboard-e2e"  # tenant inference
 NO_TENANT = "no-tenant-dashboard-e2e"  # unmatchedNamespaces: deny
-
-
-def prometheus_binary() -> Path:
-    found = Layout(cache_dir()).binary("prometheus")
-    if found.exists():
-        return found
-    if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
-        pytest.fail("prometheus not built by `python -m e2e.build`; CI must run the dashboard")
-    pytest.skip("prometheus not built: run `python -m e2e.build`")
-
-
-@dataclass
-class Prometheus:
-    url: str
-
-    def get(self, path: str, **params: str) -> Any:
-        query = urllib.parse.urlencode(params)
-        with urllib.request.urlopen(f"{self.url}{path}?{query}", timeout=10) as response:
-            body = json.loads(response.read())
-        assert body["status"] == "success", body
-        return body["data"]
-
-    def query(self, expr: str) -> list[Any]:
-        result: list[Any] = self.get("/api/v1/query", query=expr)["result"]
-        return result
 
 
 def gpu_pod(name: str, namespace: str) -> dict[str, Any]:
@@ -79,7 +50,6 @@ def gpu_pod(name: str, namespace: str) -> dict[str, Any]:
 def prometheus(
     toolchain: Toolchain, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Prometheus]:
-    binary = prometheus_binary()
     cluster = conftest._start(toolchain, controllers=False)
     work = tmp_path_factory.mktemp("prometheus")
     try:
@@ -100,11 +70,10 @@ def prometheus(
         rules = work / "rules.yaml"
         (rule,) = [d for d in yaml.safe_load_all(RULES.read_text()) if d]
         rules.write_text(yaml.safe_dump(rule["spec"]))
-        port = free_port()
-        config = {
-            "global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
-            "rule_files": [str(rules)],
-            "scrape_configs": [
+        server = start_prometheus(
+            cluster,
+            work,
+            [
                 {
                     "job_name": "quotaguard",
                     "static_configs": [
@@ -119,18 +88,8 @@ def prometheus(
                     ],
                 }
             ],
-        }
-        (work / "prometheus.yml").write_text(yaml.safe_dump(config))
-        cluster.start_process(
-            "prometheus",
-            [
-                str(binary),
-                f"--config.file={work / 'prometheus.yml'}",
-                f"--storage.tsdb.path={work / 'data'}",
-                f"--web.listen-address=127.0.0.1:{port}",
-            ],
+            rule_files=[rules],
         )
-        server = Prometheus(f"http://127.0.0.1:{port}")
 
         def both_scraped_twice() -> bool:
             try:
