@@ -266,6 +266,31 @@ def _layout_families(report: Mapping[str, Any]) -> list[GaugeMetricFamily]:
     return [family]
 
 
+def _telemetry_families(report: Mapping[str, Any]) -> list[GaugeMetricFamily]:
+    """Whether the last plan had GPU telemetry, and the series it skipped by kind; none
+    without `--prometheus-url` (or a report that does not say)."""
+    telemetry = report.get("telemetry")
+    if not isinstance(telemetry, Mapping) or telemetry.get("source") is None:
+        return []
+    available = GaugeMetricFamily(
+        "quotaguard_telemetry_available",
+        "1 when the last plan read GPU telemetry, 0 when it planned without (unreachable or "
+        "unusable; the report's telemetry.note says why).",
+    )
+    available.add_metric([], 1.0 if telemetry.get("available") else 0.0)
+    skipped = GaugeMetricFamily(
+        "quotaguard_telemetry_skipped_series",
+        "Telemetry series or points the last plan skipped as untrustworthy, by kind "
+        "(not a number, missing labels, unknown node, too many series, ...).",
+        labels=("kind",),
+    )
+    for kind, count in sorted((telemetry.get("warnings") or {}).items()):
+        value = _number(count)
+        if value is not None:
+            skipped.add_metric([str(kind)], value)
+    return [available, skipped]
+
+
 def quota_families(
     report: Mapping[str, Any], classes: Mapping[str, ClassFacts]
 ) -> list[GaugeMetricFamily]:
@@ -281,6 +306,7 @@ def quota_families(
         *_tenant_families(report, classes, cohort),
         *_class_families(report, classes),
         *_layout_families(report),
+        *_telemetry_families(report),
         mode,
     ]
 

@@ -168,6 +168,7 @@ def test_provided_certificates_put_the_ca_into_every_webhook() -> None:
         (["certificates.source=vault"], "at '/certificates/source': value must be one of"),
         (["certificates.source=provided"], "certificates.caBundle is required"),
         (["controller.mode=dry"], "at '/controller/mode': value must be one of"),
+        (["controller.prometheusUrl=prometheus:9090"], "at '/controller/prometheusUrl'"),
         (["webhook.replicas=0"], "at '/webhook/replicas'"),
         (["webhook.replica=3"], "additional properties 'replica' not allowed"),
     ],
@@ -198,6 +199,9 @@ def test_image_tag_digest_and_replicas_are_values() -> None:
     assert one(docs, "Deployment", "quotaguard-webhook")["spec"]["replicas"] == 3
     args: Any = pod_spec(one(docs, "Deployment", "quotaguard-controller"))["containers"][0]["args"]
     assert args[-2:] == ["--mode", "off"]
+    docs = helm_template("controller.prometheusUrl=http://prometheus-operated.monitoring:9090")
+    args = pod_spec(one(docs, "Deployment", "quotaguard-controller"))["containers"][0]["args"]
+    assert args[-2:] == ["--prometheus-url", "http://prometheus-operated.monitoring:9090"]
     digest = "sha256:" + "a" * 64
     docs = helm_template(f"image.digest={digest}")
     (container,) = pod_spec(one(docs, "Deployment", "quotaguard-webhook"))["containers"]

@@ -48,3 +48,29 @@ def test_metrics_carry_idle_used_and_faulty_gpus(report: dict) -> None:
     assert samples[("quotaguard_quota_idle", "training", "h100")] == 4
     assert samples[("quotaguard_quota_allocated", "training", "h100")] == 20
     assert samples[("quotaguard_class_faulty_gpus", None, "h100")] == 2
+
+
+def test_metrics_say_whether_telemetry_was_read_and_count_what_was_skipped(
+    report: dict, capsys: pytest.CaptureFixture[str]
+) -> None:
+    def telemetry_samples(found: dict) -> dict[tuple[str, str | None], float]:
+        return {
+            (s.name, s.labels.get("kind")): s.value
+            for family in quota_families(found, class_facts(SAMPLE))
+            for s in family.samples
+            if s.name.startswith("quotaguard_telemetry_")
+        }
+
+    assert telemetry_samples(report) == {
+        ("quotaguard_telemetry_available", None): 1.0,
+        ("quotaguard_telemetry_skipped_series", "missing labels"): 1.0,
+        ("quotaguard_telemetry_skipped_series", "not a number"): 1.0,
+        ("quotaguard_telemetry_skipped_series", "unknown node"): 1.0,
+    }
+    base = ["plan", "--policy", POLICY, "--snapshot", str(FIXTURE), "--output", "json"]
+    assert main(base) == 0
+    assert telemetry_samples(json.loads(capsys.readouterr().out)) == {}  # no source given
+    down = ["--prometheus-url", "http://127.0.0.1:9", "--prometheus-timeout", "1"]
+    assert main([*base, *down]) == 0
+    found = json.loads(capsys.readouterr().out)
+    assert telemetry_samples(found) == {("quotaguard_telemetry_available", None): 0.0}

@@ -4,13 +4,24 @@ from __future__ import annotations
 
 import contextlib
 import json
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from quotaguard.telemetry.client import TelemetryError, parse_metrics_text, read_metrics_file
+from quotaguard.policy.model import Rebalance
+from quotaguard.telemetry import series as series_module
+from quotaguard.telemetry.client import (
+    PrometheusClient,
+    TelemetryError,
+    parse_metrics_text,
+    read_metrics_file,
+)
 from quotaguard.telemetry.exposition import parse_exposition
 from quotaguard.telemetry.promjson import parse_query_response
 from quotaguard.telemetry.series import GR_ENGINE_ACTIVE, XID
@@ -115,3 +126,69 @@ def test_any_json_answer_is_parsed_or_refused_with_telemetry_error(result: objec
     document = {"status": "success", "data": {"resultType": "matrix", "result": [result]}}
     with contextlib.suppress(TelemetryError):
         parse_query_response(document)
+
+
+@pytest.fixture
+def answering() -> Iterator[tuple[str, dict[str, bytes]]]:
+    """A loopback HTTP server answering every GET with `body["body"]`."""
+    body = {"body": b"{}"}
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body["body"])))
+            self.end_headers()
+            self.wfile.write(body["body"])
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    http = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=http.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{http.server_address[1]}", body
+    http.shutdown()
+    http.server_close()
+
+
+def matrix(count: int) -> dict[str, Any]:
+    return {
+        "status": "success",
+        "data": {
+            "resultType": "matrix",
+            "result": [
+                {
+                    "metric": {"__name__": XID, "gpu": str(i), "Hostname": "n"},
+                    "values": [[10, "0"], [20, "0"]],
+                }
+                for i in range(count)
+            ],
+        },
+    }
+
+
+def test_a_huge_prometheus_answer_is_refused_whole_not_read(
+    answering: tuple[str, dict[str, bytes]],
+) -> None:
+    url, body = answering
+    body["body"] = json.dumps(matrix(200)).encode()
+    assert len(body["body"]) > 10_000
+    with pytest.raises(TelemetryError, match="response larger than 10000 bytes"):
+        PrometheusClient(url, timeout=2, max_bytes=10_000).gpu_metrics(Rebalance(), now=30.0)
+    found = PrometheusClient(url, timeout=2).gpu_metrics(Rebalance(), now=30.0)
+    assert len(found.series) == 200 and found.warnings == {}
+    body["body"] = b"<html>proxy error</html>"
+    with pytest.raises(TelemetryError, match="response is not JSON"):
+        PrometheusClient(url, timeout=2).gpu_metrics(Rebalance(), now=30.0)
+
+
+def test_past_the_series_and_point_bounds_the_rest_is_skipped_and_counted(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(series_module, "MAX_SERIES", 3)
+    found = parse_query_response(matrix(5))
+    assert len(found.series) == 3 and found.warnings == {"too many series": 2}
+    monkeypatch.setattr(series_module, "MAX_SERIES", 100)
+    monkeypatch.setattr(series_module, "MAX_POINTS", 7)  # two points per series
+    found = parse_query_response(matrix(5))
+    assert len(found.series) == 3 and found.warnings == {"too many points": 2}
