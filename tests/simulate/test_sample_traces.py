@@ -23,7 +23,8 @@ TRACES = ROOT / "config" / "traces"
 def generators() -> Iterator[dict[str, ModuleType]]:
     sys.path.insert(0, str(TRACES))
     try:
-        yield {name: importlib.import_module(name) for name in ("generate", "generate_mig_shift")}
+        names = ("generate", "generate_mig_shift", "generate_saturated")
+        yield {name: importlib.import_module(name) for name in names}
     finally:
         sys.path.remove(str(TRACES))
 
@@ -33,6 +34,7 @@ def generators() -> Iterator[dict[str, ModuleType]]:
     [
         ("generate", "day.yaml", 20260101),
         ("generate_mig_shift", "mig-shift.yaml", 20260316),
+        ("generate_saturated", "saturated.yaml", 20261203),
     ],
 )
 def test_each_sample_trace_is_what_its_generator_writes(generators, module, trace, seed):
