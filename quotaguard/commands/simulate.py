@@ -49,6 +49,12 @@ def register(verbs: Any) -> None:
         "NodeResourcesFit strategies): spread (LeastAllocated, the default) or pack",
     )
     parser.add_argument(
+        "--gpu-metrics",
+        metavar="FILE",
+        help="GPU telemetry (a dcgm-exporter scrape, or the JSON of a Prometheus query_range): "
+        "the GPUs it finds faulty are out of the trace's nodes for the whole replay",
+    )
+    parser.add_argument(
         "--no-progress", action="store_true", help="never draw a progress bar on stderr"
     )
     parser.set_defaults(run=run)
@@ -76,6 +82,34 @@ class ProgressBar:
         self.stream.flush()
 
 
+def _without_faulty_gpus(policy: Any, trace: Any, path: str) -> Any:
+    """The trace with the GPUs `path` finds faulty taken off its nodes (said on stderr);
+    unreadable telemetry is a warning and the trace is replayed as it is."""
+    import dataclasses
+
+    from quotaguard.policy.model import GpuHealth
+    from quotaguard.quota.capacity import without_faulty_gpus
+    from quotaguard.telemetry.client import TelemetryError, read_metrics_file
+    from quotaguard.telemetry.health import judge_health
+
+    try:
+        metrics = read_metrics_file(path)
+    except TelemetryError as exc:
+        print(f"warning: {exc}; replaying without GPU telemetry", file=sys.stderr)
+        return trace
+    # No quiet period across a replay: what is faulty in the file stays out throughout.
+    settings: GpuHealth = policy.spec.rebalance.gpu_health
+    verdict, _ = judge_health(metrics, nodes=[n.name for n in trace.nodes], settings=settings)
+    for kind, count in verdict.warnings.items():
+        print(f"{path}: warning: {count} series skipped: {kind}", file=sys.stderr)
+    for gpu in verdict.faulty:
+        print(
+            f"{path}: {gpu.node} GPU {gpu.gpu} out of the inventory: {gpu.reason}", file=sys.stderr
+        )
+    nodes = without_faulty_gpus(policy, trace.nodes, verdict.faulty)
+    return dataclasses.replace(trace, nodes=nodes)
+
+
 def run(args: argparse.Namespace) -> int:
     from quotaguard.simulate.preemption import PRESETS
     from quotaguard.simulate.report import render_text, result_json
@@ -91,6 +125,8 @@ def run(args: argparse.Namespace) -> int:
         for line in exc.problems:
             print(line, file=sys.stderr)
         return 2
+    if args.gpu_metrics:
+        trace = _without_faulty_gpus(policy, trace, args.gpu_metrics)
     bar = None
     if not args.no_progress and sys.stderr.isatty() and trace.size >= PROGRESS_MIN_WORKLOADS:
         bar = ProgressBar(sys.stderr)

@@ -12,7 +12,7 @@ distributable(class) = floor(capacity x usableCapacityPercent / 100)
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from fractions import Fraction
 from typing import NamedTuple, Protocol
 
@@ -121,6 +121,19 @@ def _condition_outages(policy: TenantPolicy, node: Node) -> list[tuple[str, Outa
     return found
 
 
+def _net_of_faulty(
+    gpu_class: GpuClass, resource: str, amount: int, node: Node, faulty: Mapping[str, FaultyGpu]
+) -> tuple[int, list[Outage]]:
+    """The node's units of `resource` left by its faulty GPUs (never below 0), and those."""
+    lost, outages = 0, []
+    for gpu in faulty.values():
+        units = min(units_per_gpu(gpu_class, resource, node, gpu), amount - lost)
+        if units > 0:
+            lost += units
+            outages.append(Outage(node.name, gpu.gpu, gpu.reason))
+    return amount - lost, outages
+
+
 def _node_capacity(
     policy: TenantPolicy, node: Node, faulty: Mapping[str, FaultyGpu]
 ) -> list[tuple[str, int, list[Outage]]]:
@@ -129,16 +142,39 @@ def _node_capacity(
     rows = []
     for resource, amount in node.allocatable.items():
         gpu_class = policy.class_of_resource(resource, labels)
-        if gpu_class is None:
-            continue
-        lost, outages = 0, []
-        for gpu in faulty.values():
-            units = min(units_per_gpu(gpu_class, resource, node, gpu), amount - lost)
-            if units > 0:
-                lost += units
-                outages.append(Outage(node.name, gpu.gpu, gpu.reason))
-        rows.append((gpu_class.name, amount - lost, outages))
+        if gpu_class is not None:
+            units, outages = _net_of_faulty(gpu_class, resource, amount, node, faulty)
+            rows.append((gpu_class.name, units, outages))
     return rows
+
+
+def _by_node(faulty_gpus: Iterable[FaultyGpu]) -> dict[str, dict[str, FaultyGpu]]:
+    by_node: dict[str, dict[str, FaultyGpu]] = {}
+    for gpu in faulty_gpus:  # one GPU named twice is still one GPU
+        by_node.setdefault(gpu.node, {}).setdefault(gpu.gpu, gpu)
+    return by_node
+
+
+def without_faulty_gpus(
+    policy: TenantPolicy, nodes: Iterable[Node], faulty_gpus: Iterable[FaultyGpu]
+) -> tuple[Node, ...]:
+    """The nodes with their faulty GPUs' units taken off allocatable, as the device plugin
+    does when it marks a GPU unhealthy: for a simulator, which places pods on what nodes
+    offer, rather than only planning quotas on less."""
+    by_node = _by_node(faulty_gpus)
+    result = []
+    for node in nodes:
+        faulty = by_node.get(node.name)
+        if not faulty:
+            result.append(node)
+            continue
+        allocatable = dict(node.allocatable)
+        for resource, amount in node.allocatable.items():
+            gpu_class = policy.class_of_resource(resource, dict(node.labels))
+            if gpu_class is not None:
+                allocatable[resource], _ = _net_of_faulty(gpu_class, resource, amount, node, faulty)
+        result.append(replace(node, allocatable=allocatable))
+    return tuple(result)
 
 
 def class_capacity(
@@ -154,9 +190,7 @@ def class_capacity(
     capacity = dict.fromkeys(policy.classes_by_name, 0)
     outages: dict[str, list[Outage]] = {}
     healthy: dict[str, Node] = {}
-    by_node: dict[str, dict[str, FaultyGpu]] = {}
-    for gpu in faulty_gpus:  # one GPU named twice is still one GPU
-        by_node.setdefault(gpu.node, {}).setdefault(gpu.gpu, gpu)
+    by_node = _by_node(faulty_gpus)
     for node in nodes:
         if not node_counts(policy, node):
             for class_name, outage in _condition_outages(policy, node):

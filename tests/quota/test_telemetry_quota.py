@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from quotaguard.cli import main
-from quotaguard.quota.capacity import class_capacity
+from quotaguard.quota.capacity import class_capacity, without_faulty_gpus
 from quotaguard.quota.cluster import parse_objects
 from quotaguard.quota.demand import activity_of, demand_of
 from quotaguard.quota.planner import plan
@@ -87,6 +87,28 @@ def test_one_faulty_gpu_is_one_unit_whole_its_mig_instances_or_its_shared_replic
         "h100-1g.10gb": (10, ["m/0"]),
         "h100-3g.40gb": (3, ["m/0"]),
         "shared": (4, ["s/1"]),
+    }
+
+
+def test_nodes_without_their_faulty_gpus_offer_what_the_capacity_counts() -> None:
+    nodes = [
+        node("h", {"nvidia.com/gpu": "8"}),
+        node("m", {"nvidia.com/mig-1g.10gb": "14", "nvidia.com/mig-3g.40gb": "4"}),
+        node("spare", {"nvidia.com/gpu": "8"}),
+    ]
+    faulty = [Faulty("h", "3"), Faulty("h", "3"), Faulty("m", "0", mig_instances={"1g.10gb": 7})]
+    snapshot = parse_objects(nodes, gpu_resources=SAMPLE.gpu_resources)
+    offered = without_faulty_gpus(SAMPLE, snapshot.nodes, faulty)
+    assert {n.name: dict(n.allocatable) for n in offered} == {
+        "h": {"nvidia.com/gpu": 7},  # one GPU named twice is one GPU
+        "m": {"nvidia.com/mig-1g.10gb": 7, "nvidia.com/mig-3g.40gb": 4},
+        "spare": {"nvidia.com/gpu": 8},
+    }
+    assert offered[2] is snapshot.nodes[2]
+    healthy = class_capacity(SAMPLE, offered, snapshot.pods)
+    counted = class_capacity(SAMPLE, snapshot.nodes, snapshot.pods, faulty_gpus=faulty)
+    assert {k: r.capacity for k, r in healthy.items()} == {
+        k: r.capacity for k, r in counted.items()
     }
 
 
