@@ -2,10 +2,17 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import yaml
+
 from quotaguard.policy.loader import load_policy_file
+from quotaguard.policy.model import TenantPolicy
 from quotaguard.quota.capacity import capacities_from_totals
+from quotaguard.quota.cluster import ResourceQuota
 from quotaguard.quota.demand import ClassDemand
 from quotaguard.quota.planner import ClassPlan, Plan, plan
+from quotaguard.quota.queues import QueueState
 from quotaguard.quota.step import PlanState, observe, plan_observed, plan_step
 from quotaguard.quota.weights import UsageHistory, fair_share_weights, usage_in_gpus
 
@@ -103,3 +110,36 @@ def test_the_two_halves_are_the_whole_step() -> None:
     halves = plan_observed(SAMPLE, CAPACITY, seen, from_previous=True)
     whole = plan_step(SAMPLE, CAPACITY, QUIET, 60.0, first.state, from_previous=True)
     assert (halves.plan, halves.demand, halves.weights) == (whole.plan, whole.demand, whole.weights)
+
+
+def with_demand_window(window: str) -> TenantPolicy:
+    document = yaml.safe_load(Path("config/policy.yaml").read_text())
+    document["spec"]["rebalance"]["demandWindow"] = window
+    return TenantPolicy.model_validate(document)
+
+
+def test_a_new_demand_window_keeps_the_smoothed_levels_and_decays_by_the_new_window() -> None:
+    first = plan_step(SAMPLE, CAPACITY, BUSY, 0.0)
+    # inference: 10 used + 30 pending, then 10 used and nothing pending 15 minutes later. Under
+    # the old 15m window the 30 would have decayed to 5% (1 left); under 1h they keep
+    # exp(-3 x 900 / 3600) of it: 10 + 30 x 0.47 = 24.2, 14 pending.
+    second = plan_step(with_demand_window("1h"), CAPACITY, QUIET, 900.0, first.state)
+    assert second.demand["inference"][MIG].pending == 14
+    assert second.state.smoother is not None
+    assert (second.state.smoother.window, second.state.smoother.at) == (3600.0, 900.0)
+
+
+def test_the_second_half_alone_plans_from_the_queues_unless_asked() -> None:
+    first = plan_step(SAMPLE, CAPACITY, BUSY, 0.0)
+    grown = capacities_from_totals(SAMPLE, {MIG: 56, "h100": 16}, {})
+    seen = observe(SAMPLE, BUSY, 60.0, first.state)
+    assert row(plan_observed(SAMPLE, grown, seen).plan, "inference").nominal == 28
+
+
+def test_a_step_moves_from_what_the_queues_hold() -> None:
+    first = plan_step(SAMPLE, CAPACITY, BUSY, 0.0)
+    grown = capacities_from_totals(SAMPLE, {MIG: 56, "h100": 16}, {})
+    quotas = {MIG: ResourceQuota(19, None, None)}
+    current = {"inference": QueueState("inference", "gpu-pool", 1.0, quotas)}
+    step = plan_step(SAMPLE, grown, BUSY, 60.0, first.state, current=current)
+    assert row(step.plan, "inference").nominal == 23  # one 25% step from the 19 it holds

@@ -1,0 +1,119 @@
+"""More denials in full, each as the user reads it: a fractional GPU, a class the tenant does
+not allow (one class, several classes on one resource, a tenant allowing none, a plain GPU
+with rewriting on), and a nodeSelector that fights the class, named by task or not."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+import yaml
+
+from quotaguard.admission import mutate, validate
+from quotaguard.policy.model import TenantPolicy
+
+from .builders import gpu, pod, template, volcano_job
+from .conftest import SAMPLE_POLICY
+
+H100_PRODUCT = "nvidia.com/gpu.product=NVIDIA-H100-80GB-HBM3"
+
+
+def sample() -> dict[str, Any]:
+    document: dict[str, Any] = yaml.safe_load(SAMPLE_POLICY.read_text())
+    return document["spec"]
+
+
+@pytest.fixture(scope="module")
+def two_classes_on_one_resource(make_policy: Any) -> TenantPolicy:
+    """1g.10gb slices of H100s and of A100s: one resource, two classes told apart by node."""
+    classes = copy.deepcopy(sample()["gpuClasses"])
+    h100_slice = next(c for c in classes if c["name"] == "h100-1g.10gb")
+    h100_slice["nodeSelector"] = {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"}
+    a100_slice = {**h100_slice, "name": "a100-1g.10gb"}
+    a100_slice["nodeSelector"] = {"nvidia.com/gpu.product": "NVIDIA-A100"}
+    policy: TenantPolicy = make_policy(gpuClasses=[*classes, a100_slice])
+    return policy
+
+
+@pytest.fixture(scope="module")
+def training_allows_nothing(make_policy: Any) -> TenantPolicy:
+    tenants = copy.deepcopy(sample()["tenants"])
+    training = next(t for t in tenants if t["name"] == "training")
+    training["allowedClasses"] = []
+    training.pop("quota", None)
+    training.pop("rewrite", None)
+    policy: TenantPolicy = make_policy(tenants=tenants)
+    return policy
+
+
+def test_a_fractional_gpu_is_denied_with_the_value_it_asked_for(policy: TenantPolicy) -> None:
+    decision = validate(policy, pod(gpu("1.5")), "training")
+    assert decision.rules == ("gpu-value",)
+    assert decision.message == (
+        'tenant "training": container "main" asks for nvidia.com/gpu: "1.5" in limits; '
+        "GPUs come in whole units: use a positive whole number such as 1"
+    )
+
+
+def test_a_plain_gpu_a_tenant_does_not_allow_points_at_the_hints(policy: TenantPolicy) -> None:
+    decision = validate(policy, pod(gpu(1)), "inference")
+    assert decision.rules == ("class-not-allowed",)
+    assert decision.message == (
+        'tenant "inference": container "main" asks for class "h100" (nvidia.com/gpu), which the '
+        "tenant does not allow (allowedClasses: h100-1g.10gb, h100-3g.40gb); set "
+        "quotaguard.dev/gpu-class to an allowed class, or quotaguard.dev/gpu-memory so the "
+        "tenant's rewrite rules can pick one"
+    )
+
+
+def test_a_resource_of_several_classes_names_them_all(
+    two_classes_on_one_resource: TenantPolicy,
+) -> None:
+    obj = pod(gpu(1, resource="nvidia.com/mig-1g.10gb"))
+    decision = validate(two_classes_on_one_resource, obj, "training")
+    assert decision.message == (
+        'tenant "training": container "main" asks for nvidia.com/mig-1g.10gb (classes '
+        "h100-1g.10gb, a100-1g.10gb), which the tenant does not allow (allowedClasses: h100, "
+        "h100-3g.40gb); ask for nvidia.com/gpu and let quotaguard pick a class, or use an "
+        "allowed class"
+    )
+
+
+def test_a_tenant_allowing_no_class_says_none(training_allows_nothing: TenantPolicy) -> None:
+    obj = pod(gpu(1, resource="nvidia.com/mig-3g.40gb"))
+    decision = validate(training_allows_nothing, obj, "training")
+    assert "which the tenant does not allow (allowedClasses: none); " in decision.message
+
+
+def test_a_resource_no_class_offers_is_named_as_such(policy: TenantPolicy) -> None:
+    decision = validate(policy, pod(gpu(1, resource="nvidia.com/mig-2g.20gb")), "training")
+    assert decision.rules == ("class-not-allowed",)
+    assert "asks for nvidia.com/mig-2g.20gb, which no GPU class of the policy offers" in (
+        decision.message
+    )
+
+
+@pytest.mark.parametrize(
+    ("obj", "where"),
+    [
+        (pod(gpu(1), nodeSelector={"nvidia.com/gpu.product": "OTHER"}), ""),
+        (
+            volcano_job(
+                ("worker", template(gpu(1), nodeSelector={"nvidia.com/gpu.product": "OTHER"}))
+            ),
+            " of worker",
+        ),
+    ],
+    ids=["pod", "volcano task"],
+)
+def test_a_node_selector_against_the_class_is_denied_naming_the_task(
+    policy: TenantPolicy, obj: dict[str, Any], where: str
+) -> None:
+    decision = mutate(policy, obj, "training")
+    assert decision.rules == ("node-selector-conflict",)
+    assert decision.message == (
+        f'tenant "training": class "h100" runs on nodes with {H100_PRODUCT}, but the '
+        f"nodeSelector{where} sets nvidia.com/gpu.product=OTHER; remove that nodeSelector key "
+        "(quotaguard places the pod) or pick another class with quotaguard.dev/gpu-class"
+    )
