@@ -59,38 +59,54 @@ def _reasons(tenant: TenantPlan) -> dict[str, str]:
 def diff(current: Mapping[str, QueueState], target: Plan) -> list[QueueChange]:
     """The changes that bring each tenant's queue (tenant -> state) to the plan."""
     changes = []
-    volcano = target.backend == "volcano"
     for tenant in target.tenants:
         state = current.get(tenant.name)
-        reasons = _reasons(tenant)
-        quotas = []
-        for name, quota in target_quotas(target, tenant).items():
-            before = state.quotas.get(name) if state is not None else None
-            if before == quota or (before is None and quota == NO_QUOTA and volcano):
-                continue
-            flavor, resource = target.flavors[name]
-            reason = reasons.get(name, "no quota for this class")
-            quotas.append(QuotaChange(name, flavor, resource, quota, before, reason))
-        cohort = None
-        if not volcano and (state is None or state.cohort != target.cohort):
-            cohort = target.cohort
-        elif volcano and target.parent and (state is None or state.cohort != target.parent):
-            cohort = target.parent  # Volcano's hierarchy: the queue's spec.parent
-        wanted = volcano_weight(tenant.weight) if volcano else tenant.weight
-        weight = None
-        if state is None or state.weight is None or (abs(state.weight - wanted) > WEIGHT_TOLERANCE):
-            weight = wanted
         change = QueueChange(
             tenant=tenant.name,
             queue=tenant.queue,
             create=state is None,
-            cohort=cohort,
-            weight=weight,
-            quotas=tuple(quotas),
+            cohort=_cohort(state, target),
+            weight=_weight(state, tenant, volcano=target.backend == "volcano"),
+            quotas=_quota_changes(state, target, tenant),
         )
         if not change.empty:
             changes.append(change)
     return changes
+
+
+def _quota_changes(
+    state: QueueState | None, target: Plan, tenant: TenantPlan
+) -> tuple[QuotaChange, ...]:
+    """The classes whose quota differs from what the queue holds (a Volcano queue holds no
+    entry for a class without quota, which is the same as none)."""
+    volcano = target.backend == "volcano"
+    reasons = _reasons(tenant)
+    quotas = []
+    for name, quota in target_quotas(target, tenant).items():
+        before = state.quotas.get(name) if state is not None else None
+        if before == quota or (before is None and quota == NO_QUOTA and volcano):
+            continue
+        flavor, resource = target.flavors[name]
+        reason = reasons.get(name, "no quota for this class")
+        quotas.append(QuotaChange(name, flavor, resource, quota, before, reason))
+    return tuple(quotas)
+
+
+def _cohort(state: QueueState | None, target: Plan) -> str | None:
+    """The cohort (Kueue) or parent queue (Volcano) to set; None when it is already right."""
+    if target.backend != "volcano":
+        return target.cohort if state is None or state.cohort != target.cohort else None
+    if target.parent and (state is None or state.cohort != target.parent):
+        return target.parent  # Volcano's hierarchy: the queue's spec.parent
+    return None
+
+
+def _weight(state: QueueState | None, tenant: TenantPlan, *, volcano: bool) -> float | None:
+    """The weight to set; None when the queue has it already."""
+    wanted = volcano_weight(tenant.weight) if volcano else tenant.weight
+    if state is None or state.weight is None or abs(state.weight - wanted) > WEIGHT_TOLERANCE:
+        return wanted
+    return None
 
 
 def _nominal(quota: ResourceQuota | None) -> int:

@@ -65,7 +65,6 @@ def water_fill(
     Requires floor_i <= cap_i and sum(floors) <= budget. The parts add up to
     min(budget, sum(caps)), and each stays within [floor_i, cap_i].
     """
-    count = len(floors)
     if sum(caps) <= budget:
         return list(caps)
     if sum(floors) >= budget:
@@ -75,12 +74,19 @@ def water_fill(
         low if (x := level * w) < low else high if x > high else x
         for w, low, high in zip(weights, floors, caps, strict=True)
     ]
+    return _rounded(exact, floors, caps, budget)
+
+
+def _rounded(
+    exact: Sequence[float], floors: Sequence[int], caps: Sequence[int], budget: int
+) -> list[int]:
+    """Whole parts within [floor, cap] that add up to `budget`, by largest remainder."""
     # floor() of a value within [low, high] stays there: both bounds are whole numbers.
     parts = [math.floor(value) for value in exact]
     left = budget - sum(parts)
     # Largest remainder first; the sort is stable, so ties keep the lower index first.
     shortfall = [part - value for part, value in zip(parts, exact, strict=True)]
-    order = sorted(range(count), key=shortfall.__getitem__)
+    order = sorted(range(len(exact)), key=shortfall.__getitem__)
     # Floating point may leave the floors a unit or two away from the budget either way; walk
     # the largest remainders (then the smallest) until the sum is exact.
     while left > 0:
