@@ -56,7 +56,7 @@ def check_policy(document: Mapping[str, Any]) -> list[Problem]:
     problems += _namespace_overlaps(tenants, spec.get("exemptNamespaces", list(DEFAULT_EXEMPT)))
     for index, tenant in tenants:
         problems += _tenant(index, tenant, class_names, mig_names)
-        problems += check_lists(index, tenant, resources, mig_names)
+        problems += check_lists(index, tenant, resources, mig_names, spec.get("backend"))
     problems += _rebalance(_map(spec.get("rebalance")))
     problems += check_geometry(spec)
     return problems

@@ -20,7 +20,11 @@ Path = tuple[str | int, ...]
 
 
 def check_lists(
-    index: int, tenant: Mapping[str, Any], resources: Mapping[str, str], mig_names: set[str]
+    index: int,
+    tenant: Mapping[str, Any],
+    resources: Mapping[str, str],
+    mig_names: set[str],
+    backend: object = "kueue",
 ) -> Iterator[Problem]:
     name = tenant.get("name", f"#{index}")
     allowed_raw = tenant.get("allowedClasses")
@@ -33,6 +37,14 @@ def check_lists(
             continue
         path: Path = ("spec", "tenants", index, "rewrite", position, "to")
         yield from _entries(path, target, name, allowed, resources, mig_names)
+        if backend == "volcano":
+            yield Problem(
+                path,
+                "backend volcano has no flavors to pick a model by: a pod of this rule runs on "
+                "any node offering the resource, and the tenant's Queue counts the listed "
+                "classes as one resource",
+                "warning",
+            )
         orders.append((position, [t for t in target if isinstance(t, str)]))
     yield from _order_conflicts(index, orders)
 

@@ -144,3 +144,9 @@ def test_flavor_fungibility_takes_kueues_values_only():
         "p.yaml:29:42: spec.tenants[0].flavorFungibility.whenCanBorrow: must be"
     )
     assert "'TryNextFlavor'" in found
+
+
+def test_a_list_with_backend_volcano_is_a_warning_that_no_flavor_picks_the_model():
+    policy = POLICY.replace("spec:\n  gpuClasses:", "spec:\n  backend: volcano\n  gpuClasses:")
+    (found,) = problems("[h100, a100]", policy)
+    assert found.startswith("p.yaml:33:15: warning: spec.tenants[0].rewrite[0].to: backend volcano")
