@@ -521,6 +521,9 @@ class Cluster:
                     f"--cluster-signing-cert-file={pki.ca_file}",
                     f"--cluster-signing-key-file={pki.ca_key_file}",
                     "--controllers=*",
+                    # Each controller under its own service account, as in kubeadm and managed
+                    # clusters: admission believes a pod's owner reference only from them.
+                    "--use-service-account-credentials",
                     "--concurrent-job-syncs=5",
                 ],
                 self.logs / "kube-controller-manager.log",

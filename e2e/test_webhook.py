@@ -324,6 +324,46 @@ def test_training_job_template_is_rewritten_and_its_pod_is_not_rewritten_again(
     assert webhook.sent(operation="mutate", kind="Pod", result="mutated") == before["mutated"]
 
 
+def test_a_pod_that_names_a_job_it_was_not_made_by_is_rewritten_and_queued(
+    webhook: Webhook,
+) -> None:
+    """A tenant writes an owner reference to a real CPU-only Job and the stamp quotaguard puts
+    on a Job's pods into a bare Pod asking for 8 GPUs: it is not believed (the request does not
+    come from the job controller), so the Pod gets the tenant's queue and the class's nodes."""
+    cpu_job = {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": "cpu-only-etl", "namespace": TRAINING},
+        "spec": {
+            "suspend": True,
+            "template": {
+                "spec": {
+                    "restartPolicy": "Never",
+                    "containers": [{"name": "etl", "image": "registry.example/etl:1"}],
+                }
+            },
+        },
+    }
+    stored_job, _ = webhook.create(cpu_job)
+    forged = pod(
+        "forged-owner",
+        TRAINING,
+        gpus(8),
+        annotations={"quotaguard.dev/tenant": "training"},
+    )
+    forged["metadata"]["ownerReferences"] = [
+        {
+            "apiVersion": "batch/v1",
+            "kind": "Job",
+            "name": "cpu-only-etl",
+            "uid": stored_job["metadata"]["uid"],
+        }
+    ]
+    stored, _ = webhook.create(forged)
+    assert labels_of(stored)[QUEUE_LABEL] == "training"
+    assert stored["spec"]["nodeSelector"] == H100_SELECTOR
+
+
 def test_jobset_replicated_job_template_is_rewritten(webhook: Webhook) -> None:
     jobset = yaml.safe_load((SAMPLE_OBJECTS / "jobset.yaml").read_text())
     jobset["metadata"]["namespace"] = INFERENCE

@@ -13,6 +13,7 @@ import jsonpatch
 
 from quotaguard.admission.decision import ALLOWED, Decision, combine
 from quotaguard.admission.mutate import mutate
+from quotaguard.admission.owners import trusted_creator
 from quotaguard.admission.reviews import (
     AdmissionRequest,
     AdmissionReview,
@@ -42,6 +43,7 @@ def decide(
     namespace = request_namespace(request)
     operation = request.get("operation", "CREATE")
     old = request.get("oldObject")
+    creator_trusted = trusted_creator(policy, request.get("userInfo"))
     if operation_path == "mutate":
         return mutate(
             policy,
@@ -49,6 +51,7 @@ def decide(
             namespace,
             operation=operation,
             old_object=old if isinstance(old, dict) else None,
+            creator_trusted=creator_trusted,
         )
     return validate(
         policy,
@@ -56,6 +59,7 @@ def decide(
         namespace,
         operation=operation,
         old_object=old if isinstance(old, dict) else None,
+        creator_trusted=creator_trusted,
     )
 
 

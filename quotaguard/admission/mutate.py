@@ -70,13 +70,15 @@ def mutate(
     *,
     operation: str = "CREATE",
     old_object: Mapping[str, Any] | None = None,
+    creator_trusted: bool = False,
 ) -> Decision:
     """CREATE decides; UPDATE puts back what CREATE decided when the update undid it (see
-    `restore`); other operations are left alone."""
+    `restore`); other operations are left alone. `creator_trusted`: the request comes from a
+    controller whose owner references are believed (see `owners`)."""
     if policy.exempt(namespace):
         return ALLOWED
     if operation == "UPDATE":
-        return restore(policy, obj, namespace, old_object)
+        return restore(policy, obj, namespace, old_object, creator_trusted=creator_trusted)
     if operation != "CREATE":
         return ALLOWED
     tenant = policy.tenant_of(namespace)
@@ -84,7 +86,7 @@ def mutate(
         return ALLOWED
     views = template_views(obj, policy.gpu_resources)
     # A pod of a Job was made from a template this webhook already rewrote.
-    if not has_gpus(views) or owned_by_workload(obj, views):
+    if not has_gpus(views) or owned_by_workload(obj, views, creator_trusted=creator_trusted):
         return ALLOWED
     state = _Mutation(PatchBuilder(obj), [], [], [])
     single_template = len(views) == 1 and views[0].template.metadata_pointer == "/metadata"

@@ -58,6 +58,8 @@ def restore(
     obj: Mapping[str, Any],
     namespace: str,
     old_object: Mapping[str, Any] | None,
+    *,
+    creator_trusted: bool = False,
 ) -> Decision:
     """The patch that puts CREATE's classes and stamps back into an updated object (none for
     an object the update left as CREATE made it). `old_object` is the stored object; without
@@ -67,7 +69,7 @@ def restore(
         return ALLOWED
     views = template_views(obj, policy.gpu_resources)
     # A pod of a Job keeps what its template had; its spec cannot change anyway.
-    if not has_gpus(views) or owned_by_workload(obj, views):
+    if not has_gpus(views) or owned_by_workload(obj, views, creator_trusted=creator_trusted):
         return ALLOWED
     old_views: dict[str, TemplateView] = {}
     if old_object is not None:

@@ -182,9 +182,11 @@ def make_review(
     uid: str | None = None,
     dry_run: bool = False,
     old_object: Mapping[str, Any] | None = None,
+    username: str | None = None,
 ) -> AdmissionReview:
     """The AdmissionReview the API server would send for `obj` (for review, test, simulate);
-    `old_object` is the stored object an UPDATE replaces.
+    `old_object` is the stored object an UPDATE replaces, `username` who sends it (its
+    `userInfo`).
 
     A manifest without apiVersion and kind is taken as a Pod, as in simulator traces.
     """
@@ -206,4 +208,6 @@ def make_review(
     }
     if isinstance(name, str):
         request["name"] = name
+    if username is not None:
+        request["userInfo"] = {"username": username}
     return {"apiVersion": API_VERSION, "kind": KIND, "request": request}

@@ -95,6 +95,7 @@ class _Request(Struct, omit_defaults=True):
     name: Any = UNSET
     namespace: Any = UNSET
     operation: Any = UNSET
+    userInfo: Any = UNSET  # noqa: N815 - who is asking: see admission.owners
     object: _Object | UnsetType | None = UNSET
     oldObject: _Object | UnsetType | None = UNSET  # noqa: N815
     dryRun: Any = UNSET  # noqa: N815

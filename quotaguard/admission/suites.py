@@ -9,6 +9,7 @@ A suite is a YAML document of kind PolicyTest:
     cases:
       - name: a small inference pod gets a 1g.10gb slice
         namespace: inference          # default: the object's metadata.namespace
+        username: system:serviceaccount:kube-system:job-controller   # who creates it (userInfo)
         object: {...}                 # or objectFile: objects/pod.yaml (relative to this file)
         expect:
           allowed: true
@@ -63,6 +64,7 @@ class Expect(_Strict):
 class Case(_Strict):
     name: Annotated[str, Field(min_length=1)]
     namespace: str | None = None
+    username: str | None = None
     object: dict[str, Any] | None = None
     object_file: str | None = None
     expect: Expect
@@ -203,7 +205,9 @@ def run_case(policy: TenantPolicy, suite: LoadedSuite, case: Case) -> CaseResult
         result.failures.append("no namespace: set the case's namespace or metadata.namespace")
         return result
     try:
-        response, patched = review_offline(policy, make_review(obj, namespace=namespace))
+        response, patched = review_offline(
+            policy, make_review(obj, namespace=namespace, username=case.username)
+        )
     except BadReview as exc:
         result.failures.append(f"the API server would not accept this object: {exc}")
         return result

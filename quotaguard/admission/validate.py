@@ -45,8 +45,10 @@ def validate(
     *,
     operation: str = "CREATE",
     old_object: Mapping[str, Any] | None = None,
+    creator_trusted: bool = False,
 ) -> Decision:
-    """Allowed, or denied with every reason.
+    """Allowed, or denied with every reason. `creator_trusted`: the request comes from a
+    controller whose owner references are believed (see `owners`).
 
     On UPDATE a changed queue is judged (Kueue lets a suspended Job move queues), and the GPU
     rules run again only when the GPU requests themselves changed (a suspended Job's template

@@ -227,16 +227,20 @@ def has_gpus(views: list[TemplateView]) -> bool:
     return any(view.gpu_containers for view in views)
 
 
-def owned_by_workload(obj: Mapping[str, Any], views: list[TemplateView]) -> bool:
-    """Made by an object of a handled kind from a template admission decided there: owned by
-    one (see `quotaguard.kube.kinds.OWNER_KINDS`) and carrying the tenant stamp that mutation
-    writes into every GPU template. Such an object is not decided again (mutation and restore
-    leave it alone; validation still judges it). One made from a template admission never saw
-    (created before quotaguard handled its owner's kind, or while the webhook was not
-    reachable) is decided like any other object.
+def owned_by_workload(
+    obj: Mapping[str, Any], views: list[TemplateView], *, creator_trusted: bool
+) -> bool:
+    """Made by an object of a handled kind from a template admission decided there: created by
+    a controller whose owner references are believed (`creator_trusted`, see
+    `quotaguard.admission.owners`), owned by an object of a handled kind (see
+    `quotaguard.kube.kinds.OWNER_KINDS`) and carrying the tenant stamp that mutation writes
+    into every GPU template. Such an object is not decided again (mutation and restore leave it
+    alone; validation still judges it). One made from a template admission never saw (created
+    before quotaguard handled its owner's kind, or while the webhook was not reachable), or
+    whose owner reference and stamp anyone could have written, is decided like any other.
 
     The one owner check of admission."""
-    if not owned_by_handled_kind(obj):
+    if not creator_trusted or not owned_by_handled_kind(obj):
         return False
     if as_map(as_map(obj.get("metadata")).get("annotations")).get(TENANT_ANNOTATION):
         return True

@@ -327,6 +327,9 @@ class PolicySpec(_Strict):
     tenants: list[Tenant] = Field(default_factory=list)
     rebalance: Rebalance = Field(default_factory=Rebalance)
     geometry: Geometry | None = None
+    # Usernames (`system:serviceaccount:NS:NAME`) of operators whose owner references admission
+    # believes, besides kube-controller-manager's (see quotaguard.admission.owners).
+    trusted_controllers: list[Annotated[str, Field(min_length=1)]] = Field(default_factory=list)
 
 
 # Namespaces whose tenant and exemption are remembered per policy (least recently asked go).

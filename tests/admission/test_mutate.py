@@ -356,9 +356,12 @@ def test_jobset_and_volcano_changes_name_the_template(policy):
 )
 def test_pods_of_workloads_are_not_rewritten(policy, parent):
     obj = pod(gpu(1), annotations={"quotaguard.dev/tenant": "notebooks"}, owners=[parent])
-    decision = mutate(policy, obj, "nb-a")
+    decision = mutate(policy, obj, "nb-a", creator_trusted=True)
     assert decision.allowed
     assert decision.patch == ()
+    # the same owner reference and stamp from anyone else are not believed
+    forged = mutate(policy, obj, "nb-a")
+    assert list(limits_of(applied(obj, forged))) == ["nvidia.com/gpu.shared"]
 
 
 def test_pods_of_a_replicaset_are_rewritten(policy):
