@@ -22,6 +22,8 @@ Rule = Literal[
     "shared-units",  # more than one unit of a shared (time-sliced) class in one container
     "two-classes",  # two GPU classes in one container
     "queue-isolation",  # a queue that belongs to another tenant
+    "queue-not-allowed",  # a queue no tenant owns (default, the parent) and not in extraQueues
+    "scheduler-not-allowed",  # a schedulerName other than the backend's or allowedSchedulers
     "unmatched-namespace",  # GPUs in a namespace no tenant owns, with unmatchedNamespaces: deny
     "node-selector-conflict",  # the pod's nodeSelector contradicts its class's nodeSelector
 ]

@@ -17,17 +17,20 @@ from quotaguard.admission.classes import (
 )
 from quotaguard.admission.decision import ALLOWED, Decision, Denial, deny
 from quotaguard.admission.names import (
+    DEFAULT_SCHEDULER,
     GPU_CLASS_HINT,
     GPU_MEMORY_HINT,
     KUEUE_QUEUE_LABEL,
     REWRITE_HINT,
     VOLCANO_QUEUE_ANNOTATION,
+    VOLCANO_SCHEDULER,
 )
 from quotaguard.admission.workload import (
     GpuContainer,
     TemplateView,
     as_map,
     has_gpus,
+    owned_by_workload,
     template_views,
 )
 from quotaguard.kube.kinds import kind_of
@@ -60,27 +63,51 @@ def validate(
     if not has_gpus(views):
         return ALLOWED
     tenant = policy.tenant_of(namespace)
+    # Made from a template judged at its owner: only another tenant's queue is refused here.
+    strict = not owned_by_workload(obj, views, creator_trusted=creator_trusted)
     if operation == "UPDATE":
-        refs = queue_refs(obj, views)
-        old_views = (
-            template_views(old_object, policy.gpu_resources, "request.oldObject")
-            if old_object is not None
-            else []
+        return _decision(
+            tenant, _update(policy, tenant, obj, views, namespace, old_object, strict=strict)
         )
-        judged: list[Denial] = []
-        if old_object is None or _gpu_requests(old_views) != _gpu_requests(views):
-            for view in views:
-                judged.extend(_template(policy, tenant, view))
-        if old_object is None or queue_refs(old_object, old_views) != refs:
-            judged.extend(_queue_isolation(policy, tenant, namespace, refs))
-        return _decision(tenant, judged)
     denials: list[Denial] = []
     if tenant is None and policy.spec.unmatched_namespaces == "deny":
         denials.append(_unmatched(policy, namespace))
     for view in views:
         denials.extend(_template(policy, tenant, view))
-    denials.extend(_queue_isolation(policy, tenant, namespace, queue_refs(obj, views)))
+    refs = queue_refs(obj, views)
+    denials.extend(_queue_isolation(policy, tenant, namespace, refs, strict=strict))
+    if strict:
+        denials.extend(_schedulers(policy, tenant, scheduler_refs(obj, views)))
     return _decision(tenant, denials)
+
+
+def _update(
+    policy: TenantPolicy,
+    tenant: Tenant | None,
+    obj: Mapping[str, Any],
+    views: list[TemplateView],
+    namespace: str,
+    old_object: Mapping[str, Any] | None,
+    *,
+    strict: bool,
+) -> list[Denial]:
+    """What an UPDATE changed, judged: GPU requests, queues, schedulers."""
+    refs = queue_refs(obj, views)
+    old_views = (
+        template_views(old_object, policy.gpu_resources, "request.oldObject")
+        if old_object is not None
+        else []
+    )
+    judged: list[Denial] = []
+    if old_object is None or _gpu_requests(old_views) != _gpu_requests(views):
+        for view in views:
+            judged.extend(_template(policy, tenant, view))
+    if old_object is None or queue_refs(old_object, old_views) != refs:
+        judged.extend(_queue_isolation(policy, tenant, namespace, refs, strict=strict))
+    schedulers = scheduler_refs(obj, views)
+    if strict and (old_object is None or scheduler_refs(old_object, old_views) != schedulers):
+        judged.extend(_schedulers(policy, tenant, schedulers))
+    return judged
 
 
 def _gpu_requests(views: list[TemplateView]) -> list[tuple[str, str, str]]:
@@ -318,12 +345,22 @@ def queue_refs(obj: Mapping[str, Any], views: list[TemplateView]) -> list[QueueR
 
 
 def _queue_isolation(
-    policy: TenantPolicy, tenant: Tenant | None, namespace: str, refs: list[QueueRef]
+    policy: TenantPolicy,
+    tenant: Tenant | None,
+    namespace: str,
+    refs: list[QueueRef],
+    *,
+    strict: bool,
 ) -> Iterator[Denial]:
+    """Another tenant's queue is refused; with `strict`, so is any queue that is not the
+    tenant's own or one of its `extraQueues` (`default`, the parent queue, a typo)."""
     for where, queue in refs:
-        if tenant is not None and queue in (tenant.queue, tenant.local_queue):
+        if tenant is not None and queue in tenant.queues:
             continue
         owner = policy.tenant_of_queue(queue)
+        if owner is None and tenant is not None and strict:
+            yield _queue_not_allowed(policy, tenant, namespace, where, queue)
+            continue
         if owner is None or (tenant is not None and owner.name == tenant.name):
             continue
         if tenant is None:
@@ -346,3 +383,66 @@ def _unmatched(policy: TenantPolicy, namespace: str) -> Denial:
         f"unmatchedNamespaces is deny: GPUs are for tenant namespaces ({owned}); run the "
         "workload in one of them or ask the platform team to add this namespace to a tenant",
     )
+
+
+def _queue_not_allowed(
+    policy: TenantPolicy, tenant: Tenant, namespace: str, where: str, queue: str
+) -> Denial:
+    own = tenant.local_queue if where.startswith("label") else tenant.queue
+    what = (
+        "is the parent queue of every tenant queue"
+        if queue == policy.volcano_parent
+        else "is not a queue of the tenant"
+    )
+    extra = (
+        f" (or one of extraQueues: {', '.join(tenant.extra_queues)})" if tenant.extra_queues else ""
+    )
+    return Denial(
+        "queue-not-allowed",
+        f'{_who(tenant)}queue "{queue}" ({where}) {what}; GPU workloads in namespace '
+        f'"{namespace}" go to "{own}"{extra}: remove it (quotaguard sets it) or set it to '
+        f'"{own}"',
+    )
+
+
+SchedulerRef = tuple[str, object]  # (where it is set, schedulerName as written)
+
+
+def scheduler_refs(obj: Mapping[str, Any], views: list[TemplateView]) -> list[SchedulerRef]:
+    """The schedulerName of every pod template that has a pod spec, and a Volcano Job's."""
+    refs: list[SchedulerRef] = []
+    for view in views:
+        if view.template.placeable:
+            where = f"{view.name} " if view.name else ""
+            refs.append((f"{where}schedulerName", view.spec.get("schedulerName")))
+    if workload_kind(obj) == "VolcanoJob":
+        refs.append(("spec.schedulerName", as_map(obj.get("spec")).get("schedulerName")))
+    return refs
+
+
+def allowed_schedulers(policy: TenantPolicy) -> tuple[str, ...]:
+    own = VOLCANO_SCHEDULER if policy.spec.backend == "volcano" else DEFAULT_SCHEDULER
+    return tuple(dict.fromkeys([own, *policy.spec.allowed_schedulers]))
+
+
+def _schedulers(
+    policy: TenantPolicy, tenant: Tenant | None, refs: list[SchedulerRef]
+) -> Iterator[Denial]:
+    """A GPU workload of a tenant is scheduled by the backend's scheduler (or one the policy
+    lists): another scheduler would place it past the queue's quota and the class's nodes."""
+    if tenant is None:
+        return
+    allowed = allowed_schedulers(policy)
+    for where, name in refs:
+        effective = DEFAULT_SCHEDULER if name in (None, "") else name
+        if effective in allowed:
+            continue
+        volcano = policy.spec.backend == "volcano"
+        remove = "remove schedulerName (quotaguard sets it)" if volcano else "remove schedulerName"
+        yield Denial(
+            "scheduler-not-allowed",
+            f"{_who(tenant)}{where} {json.dumps(name)} is not a scheduler of this cluster's "
+            f"GPU workloads (allowedSchedulers: {', '.join(allowed)}); another scheduler "
+            f"bypasses {'Volcano' if volcano else 'Kueue'}'s queues and the GPU classes' "
+            f'nodes: {remove} or set it to "{allowed[0]}"',
+        )

@@ -178,6 +178,8 @@ class Tenant(_Strict):
     namespaces: Annotated[list[Annotated[str, Field(min_length=1)]], Field(min_length=1)]
     queue_name: Annotated[str | None, Field(alias="queue", pattern=DNS_LABEL)] = None
     local_queue_name: Annotated[str | None, Field(alias="localQueue", pattern=DNS_LABEL)] = None
+    # Queues (LocalQueues with kueue) the tenant's workloads may name besides its own.
+    extra_queues: list[Annotated[str, Field(pattern=DNS_LABEL)]] = Field(default_factory=list)
     weight: Annotated[float, Field(gt=0, allow_inf_nan=False)] = 1.0
     max_gpus_per_pod: Annotated[float | None, Field(alias="maxGPUsPerPod", gt=0)] = None
     allowed_classes: list[str] | None = None
@@ -193,6 +195,11 @@ class Tenant(_Strict):
     @property
     def local_queue(self) -> str:
         return self.local_queue_name or self.queue
+
+    @property
+    def queues(self) -> tuple[str, ...]:
+        """Every queue the tenant's workloads may name: its own and its `extraQueues`."""
+        return tuple(dict.fromkeys([self.queue, self.local_queue, *self.extra_queues]))
 
     def owns(self, namespace: str) -> bool:
         return any(fnmatch.fnmatchcase(namespace, pattern) for pattern in self.namespaces)
@@ -330,6 +337,8 @@ class PolicySpec(_Strict):
     # Usernames (`system:serviceaccount:NS:NAME`) of operators whose owner references admission
     # believes, besides kube-controller-manager's (see quotaguard.admission.owners).
     trusted_controllers: list[Annotated[str, Field(min_length=1)]] = Field(default_factory=list)
+    # schedulerNames GPU workloads may use besides the backend's (default-scheduler / volcano).
+    allowed_schedulers: list[Annotated[str, Field(min_length=1)]] = Field(default_factory=list)
 
 
 # Namespaces whose tenant and exemption are remembered per policy (least recently asked go).

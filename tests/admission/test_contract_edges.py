@@ -49,10 +49,11 @@ def test_both_queue_references_of_its_own_tenant_are_allowed(policy):
 
 
 def test_update_changing_only_gpu_requests_is_judged_again(policy):
-    old = job(template(container(limits={"nvidia.com/gpu": 2})), labels={KUEUE_QUEUE_LABEL: "x"})
+    queue = {KUEUE_QUEUE_LABEL: "training"}
+    old = job(template(container(limits={"nvidia.com/gpu": 2})), labels=queue)
     new = job(
         template(container(limits={"nvidia.com/gpu": 2}, requests={"nvidia.com/gpu": 1})),
-        labels={KUEUE_QUEUE_LABEL: "x"},
+        labels=queue,
     )
     decision = validate(policy, new, "training", operation="UPDATE", old_object=old)
     assert decision.rules == ("requests-limits",)

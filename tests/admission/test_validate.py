@@ -193,7 +193,6 @@ ALLOWED = [
         "training",
     ),
     ("own queue", pod(gpu(2), labels={KUEUE_QUEUE_LABEL: "training"}), "training"),
-    ("a queue no tenant owns", pod(gpu(2), labels={KUEUE_QUEUE_LABEL: "adhoc"}), "training"),
     ("no GPUs in an unowned namespace", pod(container(limits={"cpu": "1"})), "default"),
     ("exempt namespace, anything goes", pod(gpu("0.5"), gpu(99, name="b")), "kube-system"),
     (

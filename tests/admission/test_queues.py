@@ -1,0 +1,124 @@
+"""A tenant's GPU workload goes to the tenant's queue or one its `extraQueues` lists, and is
+scheduled by the backend's scheduler (or one of `allowedSchedulers`): nothing else."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from quotaguard.admission import make_review, review_offline, validate
+from quotaguard.admission.names import KUEUE_QUEUE_LABEL, VOLCANO_QUEUE_ANNOTATION
+
+from .builders import container, gpu, job, pod, template
+
+ESCAPES = yaml.safe_load(
+    (
+        Path(__file__).resolve().parents[1] / "fixtures" / "hostile" / "queue-escapes.yaml"
+    ).read_text()
+)
+
+
+@pytest.fixture(scope="module")
+def policies(make_policy):
+    return {backend: make_policy(backend=backend) for backend in ("kueue", "volcano")}
+
+
+def offline(policy, obj, namespace="training", username=None):
+    response, patched = review_offline(
+        policy, make_review(obj, namespace=namespace, username=username)
+    )
+    return response["response"], patched
+
+
+@pytest.mark.parametrize("case", ESCAPES, ids=[case["name"] for case in ESCAPES])
+def test_an_escape_is_refused_with_what_to_do(policies, case):
+    answer, _ = offline(policies[case["backend"]], case["object"])
+    assert not answer["allowed"]
+    assert answer["auditAnnotations"]["denied"] == case["rule"]
+    message = answer["status"]["message"]
+    assert message.startswith('tenant "training": ')
+    # what to set instead
+    assert '"training"' in message.split(":", 1)[1] or 'set it to "' in message
+    assert case.get("says", "") in message
+
+
+@pytest.mark.parametrize("case", ESCAPES, ids=[case["name"] for case in ESCAPES])
+def test_the_same_workload_without_gpus_is_not_our_business(policies, case):
+    obj = yaml.safe_load(yaml.safe_dump(case["object"]))
+    for spec in _pod_specs(obj):
+        spec["containers"][0]["resources"] = {"limits": {"cpu": "1"}}
+    answer, _ = offline(policies[case["backend"]], obj)
+    assert answer["allowed"]
+
+
+def _pod_specs(obj):
+    if obj["kind"] == "Pod":
+        return [obj["spec"]]
+    if "tasks" in obj["spec"]:
+        return [task["template"]["spec"] for task in obj["spec"]["tasks"]]
+    return [obj["spec"]["template"]["spec"]]
+
+
+def test_a_queue_the_policy_lists_for_the_tenant_is_allowed(make_policy, policy):
+    document = yaml.safe_load(yaml.safe_dump(policy.model_dump(by_alias=True, mode="json")))
+    tenants = document["spec"]["tenants"]
+    training = next(t for t in tenants if t["name"] == "training")
+    training["extraQueues"] = ["training-batch"]
+    listing = make_policy(tenants=tenants)
+    obj = pod(gpu(2), labels={KUEUE_QUEUE_LABEL: "training-batch"})
+    assert validate(listing, obj, "training").allowed
+    refused = validate(policy, obj, "training")
+    assert refused.rules == ("queue-not-allowed",)
+    assert "training-batch" in refused.message
+    # another tenant still may not use it
+    assert validate(
+        listing, pod(gpu(1), labels={KUEUE_QUEUE_LABEL: "training-batch"}), "nb-a"
+    ).rules
+
+
+def test_the_tenants_own_queue_and_scheduler_are_allowed(policies):
+    for obj in (
+        pod(gpu(2), labels={KUEUE_QUEUE_LABEL: "training"}),
+        pod(gpu(2), schedulerName="default-scheduler"),
+        pod(gpu(2), schedulerName=""),
+    ):
+        answer, _ = offline(policies["kueue"], obj)
+        assert answer["allowed"], answer
+    volcano_pod = pod(gpu(2), annotations={VOLCANO_QUEUE_ANNOTATION: "training"})
+    answer, patched = offline(policies["volcano"], volcano_pod)
+    assert answer["allowed"]
+    assert patched["spec"]["schedulerName"] == "volcano"
+
+
+def test_allowed_schedulers_adds_to_the_backends(make_policy):
+    listing = make_policy(allowedSchedulers=["gang-scheduler"])
+    obj = pod(gpu(2), schedulerName="gang-scheduler")
+    assert validate(listing, obj, "training").allowed
+    assert validate(make_policy(), obj, "training").rules == ("scheduler-not-allowed",)
+
+
+def test_moving_a_suspended_job_to_the_default_queue_is_refused(policy):
+    old = job(template(gpu(2)), labels={KUEUE_QUEUE_LABEL: "training"})
+    new = job(template(gpu(2)), labels={KUEUE_QUEUE_LABEL: "default"})
+    decision = validate(policy, new, "training", operation="UPDATE", old_object=old)
+    assert decision.rules == ("queue-not-allowed",)
+    # an update that keeps what the Job was admitted with is not judged again
+    assert validate(policy, new, "training", operation="UPDATE", old_object=new).allowed
+
+
+def test_a_pod_of_a_job_made_by_the_job_controller_is_not_judged_for_its_queue(policy):
+    """Pods of a Job carry no queue of their own (Kueue accounts the Job): believed only from
+    the job controller; the same Pod from a tenant is stamped with the tenant's queue."""
+    obj = pod(
+        container(limits={"nvidia.com/gpu": 2}),
+        annotations={"quotaguard.dev/tenant": "training"},
+        owners=[{"apiVersion": "batch/v1", "kind": "Job", "name": "j", "uid": "u"}],
+        schedulerName="default-scheduler",
+    )
+    obj["metadata"]["labels"] = {KUEUE_QUEUE_LABEL: "default"}
+    answer, _ = offline(policy, obj, username="system:serviceaccount:kube-system:job-controller")
+    assert answer["allowed"]
+    answer, _ = offline(policy, obj, username="alice")
+    assert answer["auditAnnotations"]["denied"] == "queue-not-allowed"
