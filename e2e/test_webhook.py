@@ -545,12 +545,24 @@ def test_moving_a_suspended_job_to_another_tenants_queue_is_refused(webhook: Web
         )
         in moved.stderr
     ), moved.stderr
-    # A queue of no other tenant is the Job's own business (Kueue lets a suspended Job move).
-    webhook.cluster.kubectl(
-        "label", "job", "moved", "-n", TRAINING, f"{QUEUE_LABEL}=training-low", "--overwrite"
+    # Nor may it move to a queue no tenant owns that the policy does not list in the tenant's
+    # extraQueues (Kueue lets a suspended Job move, but not past the tenant's quota).
+    elsewhere = webhook.cluster.kubectl(
+        "label",
+        "job",
+        "moved",
+        "-n",
+        TRAINING,
+        f"{QUEUE_LABEL}=training-low",
+        "--overwrite",
+        check=False,
+    )
+    assert elsewhere.returncode != 0
+    assert 'queue "training-low" (label kueue.x-k8s.io/queue-name) is not a queue' in (
+        elsewhere.stderr
     )
     stored = webhook.cluster.get("jobs.batch", "moved", namespace=TRAINING)
-    assert labels_of(stored)[QUEUE_LABEL] == "training-low"
+    assert labels_of(stored)[QUEUE_LABEL] == "training"
 
 
 # --------------------------------------------------------------------------------------------
@@ -628,6 +640,20 @@ def test_queue_of_another_tenant_is_refused(webhook: Webhook) -> None:
         )
         in stderr
     )
+
+
+def test_the_default_queue_and_another_scheduler_are_refused(webhook: Webhook) -> None:
+    """Kueue's `default` LocalQueue is no tenant's: a GPU Pod naming it (or scheduled by another
+    scheduler) would run past the tenant's quota."""
+    escape = pod("escape", TRAINING, gpus(8), labels={QUEUE_LABEL: "default"})
+    escape["spec"]["schedulerName"] = "my-scheduler"
+    stderr = webhook.refused(escape)
+    assert denial("pods.validate.quotaguard.dev", "(1) ") in stderr
+    assert (
+        'tenant "training": queue "default" (label kueue.x-k8s.io/queue-name) is not a queue '
+        'of the tenant; GPU workloads in namespace "research-webhook-e2e" go to "training"'
+    ) in stderr
+    assert '(2) tenant "training": schedulerName "my-scheduler" is not a scheduler' in stderr
 
 
 def test_node_selector_against_the_class_placement_is_refused(webhook: Webhook) -> None:
