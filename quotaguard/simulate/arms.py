@@ -15,6 +15,9 @@
 * **dynamic** — every `rebalance.interval` the quota controller's planner
   (`quotaguard.quota.planner.plan`, fed by the same demand smoothing and usage-decayed weights
   as in the cluster) rewrites every queue's quotas and weights, as `mode: apply` would.
+* **geometry** — dynamic quotas, and the nodes of the policy's `geometry.pools` change MIG
+  layout as the layout planner chooses, each change serving nothing for `reconfigureTime`
+  (`geometry_arm.py`); without `geometry:` it is the dynamic arm.
 
 An arm is one `Arm` in `ARMS`: the queues it starts with, the widest quotas it can ever
 have, what its pods ask for, and, where quotas move, the `QuotaStep` that moves them (the one
@@ -29,10 +32,12 @@ from typing import Literal, Protocol
 
 from quotaguard.policy.model import TenantPolicy
 from quotaguard.quota.capacity import ClassCapacity
-from quotaguard.quota.demand import ClassDemand, DemandSmoother
+from quotaguard.quota.demand import ClassDemand, Demand, DemandSmoother
 from quotaguard.quota.planner import Plan, plan, quota_of
 from quotaguard.quota.weights import UsageHistory, fair_share_weights, usage_in_gpus
 from quotaguard.simulate.arrivals import Arrival, Verdict
+from quotaguard.simulate.geometry_arm import GeometryController, widest_capacity
+from quotaguard.simulate.placement import Cluster
 from quotaguard.simulate.preemption import PRESETS, Preemption
 from quotaguard.simulate.queueing import (
     CohortConfig,
@@ -64,7 +69,8 @@ class Arm:
     requests: Requests
     queues: Callable[[Setup], CohortConfig]  # the queues it starts with
     bounds: Callable[[Setup], CohortConfig]  # the widest quotas it can ever have
-    controller: Callable[[Setup], QuotaStep] | None = None
+    # what re-plans it every interval, given the arm's own nodes (a layout step changes them)
+    controller: Callable[[Setup, Cluster], QuotaStep] | None = None
 
     def verdict(self, arrival: Arrival) -> Verdict:
         return arrival.written if self.requests == "written" else arrival.verdict
@@ -225,6 +231,11 @@ class QuotaController:
 
     def tick(self, model: QueueModel, now: float) -> CohortConfig | None:
         """One controller pass; the queues to write, or None when they stay as they are."""
+        smoothed, weights = self.observe(model, now)
+        return self.replan(model, smoothed, weights)
+
+    def observe(self, model: QueueModel, now: float) -> tuple[Demand, dict[str, float]]:
+        """This interval's demand, smoothed, and the fair-share weights (state carried on)."""
         demand: dict[str, dict[str, ClassDemand]] = {}
         for tenant in model.queue_names():
             usage, pending = model.usage(tenant), model.pending_units(tenant)
@@ -240,8 +251,13 @@ class QuotaController:
         self.history = self.history.record(
             usage_in_gpus(self.policy, demand), now, rebalance.usage_half_life
         )
-        weights = fair_share_weights(self.policy, self.history)
         self.runs += 1
+        return smoothed, fair_share_weights(self.policy, self.history)
+
+    def replan(
+        self, model: QueueModel, smoothed: Demand, weights: Mapping[str, float]
+    ) -> CohortConfig | None:
+        """The plan on `self.capacity`; the queues to write, or None when they stay."""
         # The plan is a function of these inputs alone: when they repeat (a quiet cluster),
         # so does the plan, and the planner need not run again.
         inputs = (
@@ -251,6 +267,7 @@ class QuotaController:
                 for name, row in sorted(rows.items())
             ),
             tuple(sorted(weights.items())),
+            tuple(sorted(self.capacity.items())),
             _nominals(self.previous),
         )
         if inputs == self._inputs:
@@ -260,7 +277,7 @@ class QuotaController:
         )
         self.computed += 1
         self.previous = targets
-        self._inputs = (inputs[0], inputs[1], _nominals(targets))
+        self._inputs = (*inputs[:3], _nominals(targets))
         queues = planned_cohort(self.policy, targets, self.preemption)
         return None if queues == model.cohort else queues
 
@@ -305,7 +322,18 @@ ARMS: dict[str, Arm] = {
             "admitted",
             queues=lambda s: planned_cohort(s.policy, plan(s.policy, s.capacity, {}), s.preemption),
             bounds=lambda s: dynamic_bounds(s.policy, s.capacity),
-            controller=lambda s: QuotaController(s.policy, s.capacity, s.preemption),
+            controller=lambda s, _nodes: QuotaController(s.policy, s.capacity, s.preemption),
+        ),
+        Arm(
+            "geometry",
+            "rewritten pods, the quota controller re-plans and the layout planner moves MIG "
+            "layouts every interval",
+            "admitted",
+            queues=lambda s: planned_cohort(s.policy, plan(s.policy, s.capacity, {}), s.preemption),
+            bounds=lambda s: dynamic_bounds(s.policy, widest_capacity(s)),
+            controller=lambda s, nodes: GeometryController(
+                s, nodes, QuotaController(s.policy, s.capacity, s.preemption)
+            ),
         ),
     )
 }

@@ -38,6 +38,7 @@ from quotaguard.simulate.arms import (
     static_cohort,
 )
 from quotaguard.simulate.arrivals import Arrival, Verdict
+from quotaguard.simulate.geometry_arm import GeometryController, LayoutChange
 from quotaguard.simulate.placement import Assignment, Cluster, Gang
 from quotaguard.simulate.queueing import QueuedWorkload, QueueModel
 from quotaguard.simulate.setup import Setup, StaticBaseline, setup
@@ -98,6 +99,8 @@ class ArmRun:
     evicted_seconds: dict[int, float] = field(default_factory=dict)
     # arrival id -> (GPU equivalents, of which kept busy) of its last run
     rates: dict[int, tuple[float, float]] = field(default_factory=dict)
+    # the nodes' layout changes, in the order they started (the geometry arm's)
+    layout_changes: tuple[LayoutChange, ...] = ()
 
 
 @dataclass(slots=True)
@@ -113,9 +116,10 @@ class _Replay:
 
     def __init__(self, shared: Setup, arm: Arm) -> None:
         self.shared, self.arm = shared, arm
-        self.controller = arm.controller(shared) if arm.controller is not None else None
         self.model = QueueModel(arm.queues(shared), shared.units)
         self.cluster: Cluster = shared.cluster()
+        controller = arm.controller
+        self.controller = controller(shared, self.cluster) if controller is not None else None
         self.queued = [a for a in shared.arrivals if shared.queued(a) and a.at < shared.horizon]
         self.by_id: dict[int, Arrival] = {a.id: a for a in self.queued}
         self.verdicts: dict[int, Verdict] = {a.id: arm.verdict(a) for a in self.queued}
@@ -345,4 +349,6 @@ def run_arm(shared: Setup, arm: ArmName | Arm, *, progress: Progress | None = No
     if progress is not None:
         progress(1.0)
     replay.run.plans = replay.controller.runs if replay.controller else 0
+    if isinstance(replay.controller, GeometryController):
+        replay.run.layout_changes = tuple(replay.controller.changes)
     return replay.run

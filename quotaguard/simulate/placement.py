@@ -17,10 +17,16 @@
 
 Nodes of one class with the same labels and the same units are one group, indexed by their
 free units, so placing a pod costs the number of groups, not of nodes.
+
+* **Layout changes** (the geometry arm): a cordoned node leaves its groups (its running pods
+  keep their units and free them as they end, but nothing new is placed on it); an idle
+  cordoned node may be given new labels and GPU resources (`relayout`, what mig-manager's
+  reconfiguration leaves), and joins the groups of what it offers then when uncordoned.
 """
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
@@ -62,6 +68,19 @@ class _Group:
 
     def matches(self, selector: Selector) -> bool:
         return all(self.labels.get(key) == value for key, value in selector)
+
+    def join(self, node: int, free: int) -> None:
+        bisect.insort(self.nodes, node)
+        self.buckets.setdefault(free, {})[node] = None
+        self.free_total += free
+
+    def leave(self, node: int, free: int) -> None:
+        self.nodes.remove(node)
+        bucket = self.buckets[free]
+        del bucket[node]
+        if not bucket:
+            del self.buckets[free]
+        self.free_total -= free
 
     def move(self, node: int, before: int, after: int) -> None:
         bucket = self.buckets[before]
@@ -106,6 +125,7 @@ class Cluster:
         # bumped whenever units are freed: a placement that failed can only succeed after
         self.released = 0
         self._keyed: dict[tuple[str, tuple[tuple[str, str], ...], int], _Group] = {}
+        self._cordoned: set[int] = set()  # nodes out of their groups: nothing new placed
         by_name: dict[str, int] = {}
         for node in nodes:
             if node_counts(policy, node):
@@ -119,15 +139,18 @@ class Cluster:
     def _add(self, policy: TenantPolicy, node: Node) -> None:
         index = len(self.names)
         labels = dict(node.labels)
-        units: dict[str, int] = {}
-        for resource, amount in node.allocatable.items():
-            gpu_class = policy.class_of_resource(resource, labels)
-            if gpu_class is not None and amount > 0:
-                units[gpu_class.name] = units.get(gpu_class.name, 0) + amount
+        units = _class_units(policy, node.allocatable, labels)
         self.names.append(node.name)
         self.labels.append(labels)
         self.capacity.append(dict(units))
         self.free.append(dict(units))
+        groups = self._groups_for(labels, units)
+        for class_name, group in groups.items():
+            group.join(index, units[class_name])
+        self._group_of.append(groups)
+
+    def _groups_for(self, labels: Mapping[str, str], units: Mapping[str, int]) -> dict[str, _Group]:
+        """The group of every class a node with these labels and units is in."""
         groups: dict[str, _Group] = {}
         for class_name, amount in units.items():
             key = (class_name, tuple(sorted(labels.items())), amount)
@@ -135,11 +158,9 @@ class Cluster:
             if group is None:
                 group = self._keyed[key] = _Group(class_name, labels, amount)
                 self._groups.setdefault(class_name, []).append(group)
-            group.nodes.append(index)
-            group.buckets.setdefault(amount, {})[index] = None
-            group.free_total += amount
+                self._matching.clear()
             groups[class_name] = group
-        self._group_of.append(groups)
+        return groups
 
     def _hold(self, policy: TenantPolicy, held: int, pod: Pod) -> None:
         """GPUs a pod outside every tenant holds on a node."""
@@ -180,12 +201,14 @@ class Cluster:
     def _take(self, node: int, class_name: str, units: int) -> None:
         before = self.free[node][class_name]
         self.free[node][class_name] = before - units
-        self._group_of[node][class_name].move(node, before, before - units)
+        if node not in self._cordoned:
+            self._group_of[node][class_name].move(node, before, before - units)
 
     def _give(self, node: int, class_name: str, units: int) -> None:
         before = self.free[node][class_name]
         self.free[node][class_name] = before + units
-        self._group_of[node][class_name].move(node, before, before + units)
+        if node not in self._cordoned:
+            self._group_of[node][class_name].move(node, before, before + units)
 
     def _best_node(self, need: PodNeed) -> int | None:
         if len(need.units) == 1:
@@ -246,3 +269,67 @@ class Cluster:
             return False
         self._undo(found)
         return True
+
+    # -- layout changes ------------------------------------------------------------------
+
+    def index(self, name: str) -> int | None:
+        """The node's index, None when it is not capacity (not Ready, cordoned, faulty)."""
+        try:
+            return self.names.index(name)
+        except ValueError:
+            return None
+
+    def used(self, node: int) -> int:
+        """GPU units in use on the node (tenants' pods and those outside every tenant)."""
+        return sum(
+            total - self.free[node].get(name, 0) for name, total in self.capacity[node].items()
+        )
+
+    def cordoned(self, node: int) -> bool:
+        return node in self._cordoned
+
+    def cordon(self, node: int) -> None:
+        """Nothing new is placed on the node; its pods keep running."""
+        if node in self._cordoned:
+            return
+        for class_name, group in self._group_of[node].items():
+            group.leave(node, self.free[node][class_name])
+        self._cordoned.add(node)
+
+    def uncordon(self, node: int) -> None:
+        if node not in self._cordoned:
+            return
+        self._cordoned.discard(node)
+        for class_name, group in self._group_of[node].items():
+            group.join(node, self.free[node][class_name])
+        self.released += 1
+
+    def relayout(
+        self,
+        policy: TenantPolicy,
+        node: int,
+        labels: Mapping[str, str],
+        allocatable: Mapping[str, int],
+    ) -> None:
+        """A cordoned idle node offers these GPU resources under these labels from now on (it
+        joins their groups when uncordoned)."""
+        if node not in self._cordoned or self.used(node):
+            raise ValueError(f"node {self.names[node]}: only an idle cordoned node changes layout")
+        kept = dict(labels)
+        units = _class_units(policy, allocatable, kept)
+        self.labels[node] = kept
+        self.capacity[node] = dict(units)
+        self.free[node] = dict(units)
+        self._group_of[node] = self._groups_for(kept, units)
+
+
+def _class_units(
+    policy: TenantPolicy, allocatable: Mapping[str, int], labels: dict[str, str]
+) -> dict[str, int]:
+    """A node's GPU resources as units of the classes they count for."""
+    units: dict[str, int] = {}
+    for resource, amount in allocatable.items():
+        gpu_class = policy.class_of_resource(resource, labels)
+        if gpu_class is not None and amount > 0:
+            units[gpu_class.name] = units.get(gpu_class.name, 0) + amount
+    return units

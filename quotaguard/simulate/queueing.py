@@ -233,6 +233,14 @@ class QueueModel:
                 self._lent[name] = self._lent.get(name, 0) + self._over_own(queue, name, used)
         self._changed = True
 
+    def resize(self, capacity: Mapping[str, int]) -> None:
+        """The cluster's units per class changed (a layout change): admission fits them now."""
+        if capacity != self._capacity:
+            self._capacity = dict(capacity)
+            for name in capacity:
+                self._allocated.setdefault(name, 0)
+            self._changed = True
+
     @property
     def cohort(self) -> CohortConfig:
         return self._cohort

@@ -155,14 +155,16 @@ def test_an_invalid_policy_exits_1(tmp_path, capsys):
 
 def test_the_progress_bar_draws_one_line_and_clears_it():
     from quotaguard.commands.simulate import ProgressBar
+    from quotaguard.simulate.arms import ARMS
 
     stream = io.StringIO()
     bar = ProgressBar(stream)
-    bar("static", 0.5)  # the second of four arms, half done
-    bar("dynamic", 1.0)  # the last one, done
+    last = list(ARMS)[-1]
+    bar("static", 0.5)  # the second arm, half done
+    bar(last, 1.0)  # the last one, done
     bar.close()
     frames = stream.getvalue().split("\r")[1:]
-    assert "38%" in frames[0] and "static" in frames[0]
-    assert "100%" in frames[1] and "dynamic" in frames[1]
+    assert f"{100 * 1.5 / len(ARMS):3.0f}%" in frames[0] and "static" in frames[0]
+    assert "100%" in frames[1] and last in frames[1]
     assert frames[-1] == "" and frames[-2].strip() == ""
     assert "\n" not in stream.getvalue()
