@@ -115,7 +115,9 @@ class _Valuer:
             )
 
     def distributable(self, name: str, units: int) -> int:
-        return max(0, int(units * self.percent / 100) - self.held.get(name, 0))
+        # int(units x percent / 100) in integers (Fractions are slow and this runs often)
+        usable = units * self.percent.numerator // (self.percent.denominator * 100)
+        return max(0, usable - self.held.get(name, 0))
 
     def class_value(self, name: str, units: int) -> float:
         worth = self.classes.get(name)

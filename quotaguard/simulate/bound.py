@@ -7,6 +7,11 @@ asks for its run time plus whatever any arm threw away by preemption and ran aga
 goes first to the workloads with the most remaining run time at full rate, which gets the
 most work done by a common end. No arm can allocate more: each of its schedules is one of
 this model's.
+
+With the geometry arm among the runs, the fluid cluster has what the nodes could offer at once
+with each node in the layout of its pool that offers the most GPU equivalents
+(`geometry_arm.widest_gpus`): no layout the arm chooses gives more, so the bound holds for it
+too. Utilisation stays over the cluster as the trace lays it out, the same for every arm.
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ from collections.abc import Iterable, Mapping
 
 from quotaguard.simulate.arms import ARMS
 from quotaguard.simulate.engine import ArmRun
+from quotaguard.simulate.geometry_arm import widest_gpus
 from quotaguard.simulate.setup import Setup
 
 
@@ -77,5 +83,6 @@ def bound_utilization(shared: Setup, runs: Mapping[str, ArmRun]) -> float:
     capacity = shared.capacity_gpus
     if capacity <= 0 or shared.horizon <= 0:
         return 0.0
-    served = fluid_bound(_jobs(shared, runs), capacity, shared.horizon, shared.interval)
+    fluid = widest_gpus(shared) if "geometry" in runs else capacity
+    served = fluid_bound(_jobs(shared, runs), fluid, shared.horizon, shared.interval)
     return min(1.0, served / (capacity * shared.horizon))

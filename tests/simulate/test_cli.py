@@ -33,11 +33,11 @@ def day_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, Path]:
 
 def test_the_sample_trace_prints_every_arm_side_by_side_and_a_verdict(day_run):
     text, _ = day_run
-    assert re.search(r"^\s+none\s+static\s+pool\s+dynamic\s+bound$", text, re.MULTILINE)
+    assert re.search(r"^\s+none\s+static\s+pool\s+dynamic\s+geometry\s+bound$", text, re.MULTILINE)
     for label in ("GPU utilisation", "useful utilisation", "mean wait", "p95 wait", "denied"):
         assert any(line.startswith(label) for line in text.splitlines()), label
     for tenant in ("inference", "training", "notebooks"):
-        assert re.search(rf"^{tenant}\s+utilisation(\s+\S+%){{4}}$", text, re.MULTILINE), tenant
+        assert re.search(rf"^{tenant}\s+utilisation(\s+\S+%){{5}}$", text, re.MULTILINE), tenant
     said = " ".join(text.split("\n\n")[-2].split())
     assert said.startswith("Against no quotaguard")
     # the sample ClusterQueues reclaim: preemption is told for every arm

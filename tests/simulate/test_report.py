@@ -103,7 +103,7 @@ def test_the_verdict_opens_with_what_quotaguard_adds_over_none_then_over_a_pool(
     assert sentences[1].startswith("Against hand-written quotas")
     assert "the dynamic arm adds" in sentences[1]
     assert f"No arm could pass {100 * small.bound:.1f}%" in said
-    idle_at = said.index("GPU-hours not kept busy in the dynamic arm went to")
+    idle_at = said.index("GPU-hours not kept busy in the geometry arm went to")
     assert said.index("No arm could pass") < idle_at
     for words in ("fragmentation", "wrong slice sizes", "held but idle", "no demand"):
         assert words in said[idle_at:]
