@@ -6,10 +6,11 @@ before a later one within nominal quota."""
 from __future__ import annotations
 
 import textwrap
+from pathlib import Path
 
 import pytest
 
-from quotaguard.policy.loader import load_policy_text
+from quotaguard.policy.loader import load_policy_file, load_policy_text
 from quotaguard.simulate.arrivals import verdict_of
 from quotaguard.simulate.queueing import (
     CohortConfig,
@@ -19,7 +20,7 @@ from quotaguard.simulate.queueing import (
     Quota,
 )
 from quotaguard.simulate.simulation import simulate
-from quotaguard.simulate.trace import load_trace_text
+from quotaguard.simulate.trace import load_trace, load_trace_text
 
 H100, A100 = (("h100", 4),), (("a100", 4),)
 
@@ -132,3 +133,18 @@ def test_a_simulated_day_places_a_list_by_the_queues_flavor_order(fungibility, h
     result = simulate(policy(fungibility), load_trace_text(TRACE, "t.yaml"), arms=("static",))
     usage = result.runs["static"].series.usage["training"]
     assert (max(usage["h100"]), max(usage["a100"])) == (h100, a100)
+
+
+MODELS = Path(__file__).parents[2] / "config" / "samples" / "kueue" / "gpu-models"
+
+
+def test_on_the_sample_models_day_a_list_keeps_the_second_model_busy():
+    """The sample's saturated day: training asks for twice its H100s; with `to: h100` the
+    A100s it may use sit idle, with `to: [h100, a100]` its work spills onto them."""
+    listed = load_policy_file(MODELS / "policy.yaml")
+    text = (MODELS / "policy.yaml").read_text().replace("- to: [h100, a100]", "- to: h100")
+    pinned = load_policy_text(text)
+    trace = load_trace(MODELS / "trace.yaml")
+    spill = simulate(listed, trace, arms=("dynamic",)).metrics["dynamic"].overall.utilization
+    stay = simulate(pinned, trace, arms=("dynamic",)).metrics["dynamic"].overall.utilization
+    assert spill > stay + 0.1, (spill, stay)
