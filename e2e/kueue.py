@@ -429,6 +429,7 @@ def running_controller(
     identity: str,
     lease_namespace: str,
     mode: str | None = None,
+    gpu_operator_namespace: str = "gpu-operator",
 ) -> Iterator[Any]:
     """A ControllerThread (interval from the policy) against `cluster`; stopped on exit.
     Yields the thread; `.controller` is the Controller."""
@@ -443,6 +444,7 @@ def running_controller(
             mode=mode,  # type: ignore[arg-type]
             lease_namespace=lease_namespace,
             identity=identity,
+            gpu_operator_namespace=gpu_operator_namespace,
         ),
     )
     thread.start()

@@ -21,6 +21,7 @@ from quotaguard.policy.migconfig import (
     GPU_COUNT_LABEL,
     MIG_CONFIG_LABEL,
     MIG_STATE_LABEL,
+    MigConfig,
     builtin_configs,
     gpu_model,
     node_resources,
@@ -43,6 +44,8 @@ class Applied:
 class MigManager:
     api_client: Any
     delay: float = 0.5
+    # configs beside the built-in ones (as the GPU operator's ConfigMap gives mig-manager)
+    configs: dict[str, MigConfig] = field(default_factory=dict)
     applied: list[Applied] = field(default_factory=list)
     _seen: dict[str, str] = field(default_factory=dict)
     _stop: threading.Event = field(default_factory=threading.Event)
@@ -104,7 +107,7 @@ class MigManager:
         cordoned = bool(node.spec.unschedulable)
         busy = self._gpu_pods(name)
         gpu = gpu_model(labels)
-        layout = builtin_configs(gpu).get(config) if gpu else None
+        layout = self.configs.get(config) or (builtin_configs(gpu).get(config) if gpu else None)
         if labels.get(FAIL_LABEL) == "fail" or layout is None:
             self._label(name, {MIG_STATE_LABEL: "failed"})
             self.applied.append(Applied(name, config, "failed", cordoned, busy, time.time()))

@@ -6,7 +6,9 @@ the quota controller in geometry mode apply.
 - a busy node is cordoned and waited for, relabelled only once its GPU pods have ended; a node
   someone else cordoned is left alone;
 - a failed change leaves the node cordoned and out of capacity, with an Event;
-- two replicas never both change layouts.
+- two replicas never both change layouts;
+- a config the policy names but does not define is read from the GPU operator's ConfigMap
+  `default-mig-parted-config` (in the namespace the controller is told).
 """
 
 from __future__ import annotations
@@ -25,7 +27,12 @@ from e2e.cluster import Cluster, gpu_node, wait_until
 from e2e.kueue import cluster_queues, gpu_quotas, running_controller, workload
 from e2e.migmanager import FAIL_LABEL, MigManager
 from quotaguard.geometry.progress import CHANGED_AT_ANNOTATION, PROGRESS_ANNOTATION
-from quotaguard.policy.migconfig import MIG_CONFIG_LABEL, MIG_STATE_LABEL
+from quotaguard.policy.migconfig import (
+    MIG_CONFIG_LABEL,
+    MIG_STATE_LABEL,
+    MigConfig,
+    parse_mig_configs,
+)
 
 PRODUCT = "NVIDIA-A100-SXM4-80GB"
 ONE_G, THREE_G = "nvidia.com/mig-1g.10gb", "nvidia.com/mig-3g.40gb"
@@ -117,8 +124,10 @@ def nodes(gcluster: Cluster) -> Iterator[list[str]]:
 
 
 @contextlib.contextmanager
-def mig_manager(cluster: Cluster) -> Iterator[MigManager]:
-    manager = MigManager(cluster.api_client()).start()
+def mig_manager(
+    cluster: Cluster, configs: dict[str, MigConfig] | None = None
+) -> Iterator[MigManager]:
+    manager = MigManager(cluster.api_client(), configs=configs or {}).start()
     try:
         yield manager
     finally:
@@ -363,3 +372,70 @@ def test_two_replicas_never_both_change_layouts(
         and str(e.get("reportingInstance", "")).startswith("replica-")
     }
     assert len(writers) == 1, writers
+
+
+def test_a_config_only_the_gpu_operators_configmap_defines_is_read_and_applied(
+    gcluster: Cluster, nodes: list[str], tmp_path: Path
+) -> None:
+    cluster = gcluster
+    namespace = "gpu-ops"  # not the default: the controller is told where to look
+    cluster.create_namespace(namespace)
+    document = {
+        "version": "v1",
+        "mig-configs": {
+            "serving-small": [
+                {"devices": "all", "mig-enabled": True, "mig-devices": {"1g.10gb": 7}}
+            ]
+        },
+    }
+    configmap = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": "default-mig-parted-config", "namespace": namespace},
+        "data": {"config.yaml": yaml.safe_dump(document)},
+    }
+    cluster.apply(configmap)
+    configs, problems = parse_mig_configs(document)  # mig-manager reads the same ConfigMap
+    assert not problems
+    policy = write_policy(tmp_path, configs=["all-balanced", "serving-small"])
+    try:
+        with (
+            mig_manager(cluster, configs),
+            running_controller(
+                cluster,
+                policy,
+                identity="geometry-operator",
+                lease_namespace="lease-geometry-5",
+                gpu_operator_namespace=namespace,
+            ) as thread,
+        ):
+            cluster.create(workload("many-small", "small", "small", {ONE_G: 1}, count=60))
+            changed = wait_until(
+                lambda: next(
+                    (
+                        n
+                        for n in nodes
+                        if node(cluster, n)["metadata"]["labels"].get(MIG_CONFIG_LABEL)
+                        == "serving-small"
+                        and CHANGED_AT_ANNOTATION
+                        in node(cluster, n)["metadata"].get("annotations", {})
+                    ),
+                    None,
+                ),
+                timeout=60,
+                what="a node changed to serving-small, a config only the ConfigMap defines",
+            )
+            assert node(cluster, changed)["status"]["allocatable"][ONE_G] == "56"
+            wait_until(
+                lambda: (
+                    {
+                        row["name"]: row["capacity"]
+                        for row in (thread.controller.latest_report() or {}).get("classes", [])
+                    }.get("a100-1g")
+                    == 72
+                ),
+                timeout=30,
+                what="the quota capacity counts the 56 slices",
+            )
+    finally:
+        cluster.kubectl("delete", "configmap", "default-mig-parted-config", "-n", namespace)

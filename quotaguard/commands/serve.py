@@ -86,6 +86,13 @@ def register(verbs: Any) -> None:
     )
     parser.add_argument("--prometheus-timeout", type=_positive, default=10.0, metavar="SECONDS")
     parser.add_argument(
+        "--gpu-operator-namespace",
+        default="gpu-operator",
+        metavar="NAMESPACE",
+        help="where the GPU operator keeps its ConfigMap default-mig-parted-config: the "
+        "controller reads the MIG configs a geometry pool names but the policy does not define",
+    )
+    parser.add_argument(
         "--shutdown-timeout",
         type=_positive,
         default=25.0,
@@ -132,6 +139,7 @@ def run(args: argparse.Namespace) -> int:
         shutdown_timeout=args.shutdown_timeout,
         prometheus_url=args.prometheus_url,
         prometheus_timeout=args.prometheus_timeout,
+        gpu_operator_namespace=args.gpu_operator_namespace,
     )
     try:
         resolve_components(components)  # imported now, so that the freeze below covers them

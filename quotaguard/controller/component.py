@@ -26,6 +26,7 @@ async def start(ctx: ServeContext) -> None:
             mode=ctx.options.mode,
             prometheus_url=ctx.options.prometheus_url,
             prometheus_timeout=ctx.options.prometheus_timeout,
+            gpu_operator_namespace=ctx.options.gpu_operator_namespace,
         ),
     )
     ctx.shared[SHARED_KEY] = controller

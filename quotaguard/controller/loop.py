@@ -51,6 +51,7 @@ from quotaguard.controller.write import (
     emit_event,
     event_body,
 )
+from quotaguard.geometry import operatorconfigs
 from quotaguard.geometry.apply import next_updates
 from quotaguard.geometry.capacity import plan_capacity
 from quotaguard.geometry.nodes import NodeView, node_views
@@ -106,6 +107,8 @@ class ControllerSettings:
     # GPU telemetry (dcgm-exporter's series) from this Prometheus server; None: none
     prometheus_url: str | None = None
     prometheus_timeout: float = 10.0
+    # where the GPU operator keeps default-mig-parted-config (configs the policy names only)
+    gpu_operator_namespace: str = operatorconfigs.DEFAULT_NAMESPACE
 
 
 @dataclass
@@ -170,6 +173,7 @@ class Controller:
         self._managed_generation: object = None
         self._layouts = LayoutPlan(mode="off")
         self._layout_views: list[NodeView] = []
+        self._last_config_problem: str | None = None  # about the GPU operator's ConfigMap
 
     # -- what others read --------------------------------------------------------------------
 
@@ -329,6 +333,7 @@ class Controller:
         objects = [obj for watch in self.watches.values() for obj in watch.objects()]
         # Off the loop: a Prometheus query (blocking HTTP), planning (CPU, seconds on a large
         # cluster), writes and node changes (the synchronous kubernetes client).
+        policy = await asyncio.to_thread(self._operator_configs, policy)
         metrics = await asyncio.to_thread(self._gpu_metrics, policy, now)
         the_plan, current, report = await asyncio.to_thread(
             self._plan, policy, mode, objects, now, metrics
@@ -356,6 +361,34 @@ class Controller:
         if unsynced:
             return f"watch not synced: {', '.join(unsynced)}"
         return None
+
+    def _operator_configs(self, policy: TenantPolicy) -> TenantPolicy:
+        """The policy with the GPU operator's definitions of the configs its pools name but it
+        does not define (read every interval; unreadable: the built-in ones, said once)."""
+        if not operatorconfigs.undefined_configs(policy):
+            return policy
+        namespace = self.settings.gpu_operator_namespace
+        where = f"ConfigMap {namespace}/{operatorconfigs.CONFIGMAP}"
+        try:
+            found = self.clients.core.read_namespaced_config_map(
+                operatorconfigs.CONFIGMAP, namespace, _request_timeout=self.settings.write_timeout
+            )
+        except Exception as exc:
+            status = getattr(exc, "status", None)
+            self._config_problem(f"cannot read {where} ({status or type(exc).__name__})")
+            return policy
+        text = (found.data or {}).get(operatorconfigs.CONFIG_KEY)
+        if not isinstance(text, str):
+            self._config_problem(f"{where} has no key {operatorconfigs.CONFIG_KEY}")
+            return policy
+        merged, problems = operatorconfigs.with_operator_configs(policy, text)
+        self._config_problem(f"{where}: {'; '.join(problems)}" if problems else None)
+        return merged
+
+    def _config_problem(self, problem: str | None) -> None:
+        if problem is not None and problem != self._last_config_problem:
+            log.warning("%s; the configs it lacks are planned as built in, if they are", problem)
+        self._last_config_problem = problem
 
     def _gpu_metrics(self, policy: TenantPolicy, now: float) -> GpuMetrics | str:
         """GPU telemetry from Prometheus, or why there is none (blocking; a worker thread).

@@ -129,8 +129,13 @@ def _missing_config(
             f"cannot tell the GPU model of pool {pool!r} to find the built-in "
             f"config {name!r}; set gpu or nodeSelector nvidia.com/gpu.product",
         )
+    # mig-manager applies what the GPU operator's ConfigMap defines: a name the policy does
+    # not know may be there (the controller reads it at run time), or may be a typo
     return Problem(
-        where, f"unknown config {name!r}; known for {gpu or 'this pool'}: {', '.join(known)}"
+        where,
+        f"unknown config {name!r}; known for {gpu or 'this pool'}: {', '.join(known)}; "
+        "planned only if the GPU operator's ConfigMap default-mig-parted-config defines it",
+        severity="warning",
     )
 
 

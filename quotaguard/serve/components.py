@@ -65,6 +65,7 @@ class ServeOptions:
     shutdown_timeout: float = 25.0
     prometheus_url: str | None = None  # GPU telemetry for the controller
     prometheus_timeout: float = 10.0
+    gpu_operator_namespace: str = "gpu-operator"  # default-mig-parted-config's namespace
 
 
 Component = Callable[["ServeContext"], Awaitable[None]]

@@ -1,0 +1,77 @@
+"""Configs a pool names but the policy does not define come from the GPU operator's ConfigMap."""
+
+from __future__ import annotations
+
+import yaml
+
+from quotaguard.geometry.layouts import pool_layouts
+from quotaguard.geometry.operatorconfigs import undefined_configs, with_operator_configs
+from tests.geometry.helpers import policy
+
+SMALL_ONLY = {"devices": "all", "mig-enabled": True, "mig-devices": {"1g.10gb": 7}}
+OPERATOR = yaml.safe_dump(
+    {
+        "version": "v1",
+        "mig-configs": {
+            "serving-small": [SMALL_ONLY],
+            # the operator's all-balanced differs from the catalogue's: the ConfigMap wins
+            "all-balanced": [
+                {"devices": "all", "mig-enabled": True, "mig-devices": {"3g.40gb": 2}}
+            ],
+            "unrelated": [{"devices": "all", "mig-enabled": False}],
+        },
+    }
+)
+
+
+def layouts_of(the_policy):
+    [pool] = pool_layouts(the_policy)
+    return {name: layout.offers("A100-80GB", 1) for name, layout in pool.layouts.items()}
+
+
+def test_a_named_config_only_the_operator_defines_is_planned_with_its_definition():
+    the_policy = policy(configs=["all-balanced", "serving-small"])
+    assert undefined_configs(the_policy) == ["all-balanced", "serving-small"]
+    assert "serving-small" not in layouts_of(the_policy)  # unknown without the ConfigMap
+    merged, problems = with_operator_configs(the_policy, OPERATOR)
+    assert problems == []
+    offers = layouts_of(merged)
+    assert offers["serving-small"] == {"nvidia.com/mig-1g.10gb": 7}
+    assert offers["all-balanced"] == {"nvidia.com/mig-3g.40gb": 2}
+    assert "unrelated" not in (merged.spec.geometry.mig_configs or {})["mig-configs"]
+
+
+def test_the_policys_own_configs_win_and_need_no_configmap():
+    own = {"version": "v1", "mig-configs": {"serving-small": [SMALL_ONLY]}}
+    the_policy = policy(configs=["serving-small"])
+    the_policy = the_policy.model_copy(
+        update={
+            "spec": the_policy.spec.model_copy(
+                update={
+                    "geometry": the_policy.spec.geometry.model_copy(update={"mig_configs": own})
+                }
+            )
+        }
+    )
+    assert undefined_configs(the_policy) == []
+    assert with_operator_configs(the_policy, "not: [yaml") == (the_policy, [])
+
+
+def test_a_broken_or_partial_configmap_is_said_and_leaves_the_built_ins():
+    the_policy = policy(configs=["all-balanced", "serving-small"])
+    same, problems = with_operator_configs(the_policy, "version: v1\nmig-configs: [")
+    assert same is the_policy and problems[0].startswith("config.yaml is not YAML")
+    same, problems = with_operator_configs(the_policy, "version: v1\n")
+    assert same is the_policy and "no mig-configs" in problems[0]
+    broken = yaml.safe_dump(
+        {"version": "v1", "mig-configs": {"serving-small": [{"devices": "all", "mig-enabled": 3}]}}
+    )
+    same, problems = with_operator_configs(the_policy, broken)
+    assert same is the_policy
+    assert "config 'all-balanced' is not in it" in problems
+    assert any("serving-small" in p and "mig-enabled" in p for p in problems), problems
+    assert layouts_of(same)["all-balanced"] == {
+        "nvidia.com/mig-1g.10gb": 2,
+        "nvidia.com/mig-2g.20gb": 1,
+        "nvidia.com/mig-3g.40gb": 1,
+    }
