@@ -237,6 +237,20 @@ def desired_spec(
     return desired
 
 
+def owned_spec(desired: Mapping[str, Any], *, api_version: str) -> JsonObject:
+    """What quotaguard applies of a built spec: resourceGroups (an atomic list in Kueue's
+    schema, so the whole list, the groups and fields it does not manage copied as they are),
+    the cohort and the fair-sharing weight. Every other field is left to its manager."""
+    owned: JsonObject = {"resourceGroups": copy.deepcopy(list(desired.get("resourceGroups") or ()))}
+    cohort = cohort_field(api_version)
+    if desired.get(cohort) is not None:
+        owned[cohort] = desired[cohort]
+    weight = (desired.get("fairSharing") or {}).get("weight")
+    if weight is not None:
+        owned["fairSharing"] = {"weight": weight}
+    return owned
+
+
 def _close_enough(current: object, weight: float, tolerance: float) -> bool:
     """Decayed usage moves weights a little every interval; small moves are not worth a write."""
     if current is None:

@@ -24,6 +24,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from quotaguard.controller import kueue, volcano
+from quotaguard.controller.apply import FieldConflict
 from quotaguard.controller.kube import (
     KUEUE_GROUP,
     VOLCANO_GROUP,
@@ -171,6 +172,7 @@ class Controller:
         self._last_changes: dict[tuple[str, str], dict[str, Any]] = {}
         self._last_targets: dict[tuple[str, str], int] = {}
         self._managed_generation: object = None
+        self._conflicts: dict[str, tuple[FieldConflict, ...]] = {}  # reported once each
         self._layouts = LayoutPlan(mode="off")
         self._layout_views: list[NodeView] = []
         self._last_config_problem: str | None = None  # about the GPU operator's ConfigMap
@@ -511,6 +513,7 @@ class Controller:
                 ),
                 same=volcano.same_spec,
                 describe=volcano.queue_changes,
+                owned=functools.partial(volcano.owned_spec, policy=policy),
             )
         return SpecRules(
             build=functools.partial(
@@ -524,6 +527,7 @@ class Controller:
             ),
             same=kueue.same_spec,
             describe=kueue.quota_changes,
+            owned=functools.partial(kueue.owned_spec, api_version=api.api_version),
         )
 
     def _write_all(
@@ -548,6 +552,7 @@ class Controller:
             api,
             may_write=lambda: self.is_leader(self.settings.write_timeout),
             request_timeout=self.settings.write_timeout,
+            force_conflicts=policy.spec.rebalance.force_conflicts,
         )
         template = VOLCANO_CREATE_TEMPLATE if api.group == VOLCANO_GROUP else KUEUE_CREATE_TEMPLATE
         shell = _Writing(writer, cache, cached, template if manage else None)
@@ -562,6 +567,7 @@ class Controller:
                 outcomes.append(outcome)
                 if outcome.written is not None:
                     self._announce(outcome, write.change)
+                self._note_conflicts(outcome)
                 _log_failure(outcome)
             if any(outcome.result.failed for outcome in outcomes):
                 break  # a cut that did not land: raising others now could overcommit
@@ -588,6 +594,26 @@ class Controller:
                 outcome.written, reason="QuotaUpdated", message=message, instance=identity
             )
             emit_event(self.clients.core, body)
+
+    def _note_conflicts(self, outcome: WriteOutcome) -> None:
+        """A Warning Event when a queue's conflicts appear or change (not every interval)."""
+        if outcome.result != WriteResult.CONFLICT:
+            self._conflicts.pop(outcome.queue, None)
+            return
+        if not outcome.conflicts or self._conflicts.get(outcome.queue) == outcome.conflicts:
+            return
+        self._conflicts[outcome.queue] = outcome.conflicts
+        if outcome.seen is None:
+            return
+        identity = self.leader.identity if self.leader is not None else "quotaguard"
+        body = event_body(
+            outcome.seen,
+            reason="QuotaConflict",
+            message=f"quotas {outcome.detail}",
+            instance=identity,
+            warning=True,
+        )
+        emit_event(self.clients.core, body)
 
     def _ensure_managed_objects(self, policy: TenantPolicy, api: QueueApi) -> None:
         from quotaguard.controller.manage import ensure_kueue_objects, ensure_volcano_objects
@@ -643,6 +669,7 @@ class Controller:
                     "reason": row.reason,
                     "applied": applied,
                 }
+        _mark_conflicts(report, outcomes)
         for tenant_row in report["tenants"]:
             for row in tenant_row["classes"]:
                 row["lastChange"] = self._last_changes.get((tenant_row["name"], row["class"]))
@@ -675,6 +702,15 @@ class _Writing:
                 self.cache.upsert(outcome.written)
             self.cached[queue] = outcome.written
         return outcome
+
+
+def _mark_conflicts(report: dict[str, Any], outcomes: list[WriteOutcome]) -> None:
+    """Each tenant row's `conflicts`: the queue fields another manager applied (not written)."""
+    conflicts = {o.queue: o.conflicts for o in outcomes if o.conflicts}
+    for tenant_row in report["tenants"]:
+        tenant_row["conflicts"] = [
+            {"field": c.field, "manager": c.manager} for c in conflicts.get(tenant_row["queue"], ())
+        ]
 
 
 def _log_failure(outcome: WriteOutcome) -> None:

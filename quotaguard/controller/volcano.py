@@ -79,6 +79,30 @@ def desired_spec(
     return desired
 
 
+def owned_spec(desired: Mapping[str, Any], policy: TenantPolicy) -> JsonObject:
+    """What quotaguard applies of a built spec: the class resources of deserved, capability
+    and guarantee.resource (maps: other resources stay with their managers), the weight, and
+    the parent when the policy names one."""
+    resources = {c.resource for c in policy.spec.gpu_classes}
+
+    def only(values: object) -> JsonObject:
+        found = dict(values) if isinstance(values, Mapping) else {}
+        return {name: amount for name, amount in found.items() if name in resources}
+
+    owned: JsonObject = {
+        "deserved": only(desired.get("deserved")),
+        "guarantee": {"resource": only((desired.get("guarantee") or {}).get("resource"))},
+    }
+    capability = only(desired.get("capability"))
+    if capability:
+        owned["capability"] = capability
+    if "weight" in desired:
+        owned["weight"] = desired["weight"]
+    if policy.volcano_parent:
+        owned["parent"] = policy.volcano_parent
+    return owned
+
+
 def queue_changes(current: Mapping[str, Any], desired: Mapping[str, Any]) -> list[str]:
     """Human-readable lines of what a write changes (for Events and logs)."""
     lines = []

@@ -1,10 +1,13 @@
-"""Writing one queue: read, change the spec in memory, replace with the resourceVersion read.
+"""Writing one queue: read, build the spec in memory, server-side apply the fields we own.
 
-Optimistic concurrency instead of a patch: the resourceGroups list is atomic in Kueue's schema,
-so a merge patch would have to carry the whole list anyway, and a replace that names the
-resourceVersion it was built from can never overwrite a change someone made in between (409,
-read again, rebuild, retry — a bounded number of times). A spec that comes out equal to what is
-there is not written at all, so repeated intervals do not cause write storms.
+The apply (field manager `quotaguard`, see `controller.apply`) carries only what quotaguard
+sets, so other managers' fields stay as they are and stay theirs; it also names the
+resourceVersion it was built from, because Kueue's resourceGroups list is atomic and is
+rebuilt from what was read: a change made in between is never overwritten (409, read again,
+rebuild, retry — a bounded number of times). A field another manager applied is not taken over
+(unless `rebalance.forceConflicts`): the write ends as a conflict naming fields and managers.
+A spec that comes out equal to what is there is not written at all, so repeated intervals do
+not cause write storms.
 """
 
 from __future__ import annotations
@@ -17,6 +20,15 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any
 
+from quotaguard.controller.apply import (
+    APPLY_CONTENT_TYPE,
+    FIELD_MANAGER,
+    FieldConflict,
+    apply_body,
+    conflict_detail,
+    field_conflicts,
+    may_force,
+)
 from quotaguard.kube.client import status_code
 from quotaguard.kube.values import utc_timestamp
 
@@ -73,6 +85,8 @@ class WriteOutcome:
     written: JsonObject | None = None
     detail: str | None = None
     attempts: int = 0
+    conflicts: tuple[FieldConflict, ...] = ()  # fields another manager applied (not written)
+    seen: JsonObject | None = None  # the queue as read, for an Event about a conflict
 
 
 @dataclass(frozen=True)
@@ -82,6 +96,8 @@ class SpecRules:
     build: Callable[[Mapping[str, Any]], JsonObject]
     same: Callable[[Mapping[str, Any], Mapping[str, Any]], bool]
     describe: Callable[[Mapping[str, Any], Mapping[str, Any]], list[str]]
+    # the part of a built spec quotaguard owns: what it applies
+    owned: Callable[[Mapping[str, Any]], JsonObject]
 
 
 def _json(response: Any) -> JsonObject:
@@ -100,6 +116,8 @@ class QueueWriter:
     may_write: Callable[[], bool] = lambda: True
     max_attempts: int = 5
     request_timeout: float = 10.0
+    force_conflicts: bool = False  # rebalance.forceConflicts
+    field_manager: str = FIELD_MANAGER
     stats: dict[str, int] = field(default_factory=dict)
 
     def get(self, name: str) -> JsonObject | None:
@@ -150,31 +168,82 @@ class QueueWriter:
                 desired = rules.build(spec)
                 if rules.same(spec, desired):
                     return WriteOutcome(name, WriteResult.UNCHANGED, attempts=attempt)
-                body = {**current, "spec": desired}
-                body.pop("status", None)
-                if not self.may_write():
-                    return WriteOutcome(name, WriteResult.NOT_LEADER, attempts=attempt)
-                try:
-                    response = self._call(self.custom_api.replace_cluster_custom_object, name, body)
-                except Exception as exc:
-                    if status_code(exc) == 409:
-                        log.info("queue %s changed while we wrote it; reading it again", name)
-                        continue
-                    raise
-                changes = tuple(rules.describe(spec, desired))
-                return WriteOutcome(
-                    name, WriteResult.UPDATED, changes, _json(response), attempts=attempt
-                )
+                outcome = self._apply(name, current, rules, desired, attempt)
+                if outcome is not None:
+                    return outcome
+                log.info("queue %s changed while we wrote it; reading it again", name)
             return WriteOutcome(
                 name,
                 WriteResult.CONFLICT,
                 attempts=attempt,
-                detail=f"still conflicting after {attempt} attempts",
+                detail=f"still changing under us after {attempt} attempts",
             )
         except Exception as exc:
             return WriteOutcome(
                 name, WriteResult.ERROR, detail=f"{type(exc).__name__}: {exc}", attempts=attempt
             )
+
+    def _apply(
+        self,
+        name: str,
+        current: JsonObject,
+        rules: SpecRules,
+        desired: JsonObject,
+        attempt: int,
+    ) -> WriteOutcome | None:
+        """Apply the owned part of `desired`; None: the queue changed since it was read."""
+        metadata = current.get("metadata") or {}
+        body = apply_body(
+            api_version=str(current.get("apiVersion") or self.queue_api.api_version),
+            kind=str(current.get("kind") or self.queue_api.kind),
+            name=name,
+            resource_version=metadata.get("resourceVersion"),
+            spec=rules.owned(desired),
+        )
+        force = self.force_conflicts
+        while True:
+            if not self.may_write():
+                return WriteOutcome(name, WriteResult.NOT_LEADER, attempts=attempt)
+            try:
+                response = self._send_apply(name, body, force=force)
+            except Exception as exc:
+                if status_code(exc) != 409:
+                    raise
+                conflicts = field_conflicts(getattr(exc, "body", None))
+                if not conflicts:
+                    return None  # resourceVersion: read again, rebuild
+                if force or not may_force(
+                    conflicts, metadata.get("managedFields"), force_conflicts=False
+                ):
+                    return WriteOutcome(
+                        name,
+                        WriteResult.CONFLICT,
+                        attempts=attempt,
+                        detail=conflict_detail(conflicts),
+                        conflicts=conflicts,
+                        seen=current,
+                    )
+                force = True  # fields of plain writers only: take them over
+                continue
+            changes = tuple(rules.describe(current.get("spec") or {}, desired))
+            return WriteOutcome(
+                name, WriteResult.UPDATED, changes, _json(response), attempts=attempt
+            )
+
+    def _send_apply(self, name: str, body: JsonObject, *, force: bool) -> Any:
+        api = self.queue_api
+        return self.custom_api.patch_cluster_custom_object(
+            api.group,
+            api.version,
+            api.plural,
+            name,
+            body,
+            field_manager=self.field_manager,
+            force=force,
+            _content_type=APPLY_CONTENT_TYPE,
+            _preload_content=False,
+            _request_timeout=self.request_timeout,
+        )
 
     def _create(
         self, name: str, rules: SpecRules, template: Mapping[str, Any], attempt: int
@@ -188,7 +257,15 @@ class QueueWriter:
             "spec": desired,
         }
         try:
-            response = self._call(self.custom_api.create_cluster_custom_object, body)
+            response = self.custom_api.create_cluster_custom_object(
+                api.group,
+                api.version,
+                api.plural,
+                body,
+                field_manager=self.field_manager,
+                _preload_content=False,
+                _request_timeout=self.request_timeout,
+            )
         except Exception as exc:
             if status_code(exc) == 409:
                 return WriteOutcome(
@@ -206,6 +283,7 @@ def event_body(
     message: str,
     instance: str,
     now: datetime | None = None,
+    warning: bool = False,
 ) -> JsonObject:
     """A core/v1 Event about a (cluster-scoped) object."""
     moment = utc_timestamp(now or datetime.now(UTC))
@@ -225,7 +303,7 @@ def event_body(
         "reason": reason,
         # the API server refuses messages over 1 KiB
         "message": message if len(message) <= 1024 else message[:1021] + "...",
-        "type": "Normal",
+        "type": "Warning" if warning else "Normal",
         "source": {"component": COMPONENT},
         "reportingComponent": COMPONENT,
         "reportingInstance": instance,

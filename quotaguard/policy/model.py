@@ -262,6 +262,9 @@ class Rebalance(_Strict):
     faulty_node_taints: list[str] = Field(default_factory=lambda: ["nvidia.com/gpu.unhealthy"])
     faulty_node_labels: dict[str, str] = Field(default_factory=dict)
     manage_queues: bool = False
+    # Queue fields another manager server-side applied (Argo CD, Flux) are reported as a
+    # conflict and left alone; true takes them over.
+    force_conflicts: bool = False
     # GPU telemetry (DCGM through Prometheus): faulty GPUs, and allocations idle below
     # `idleBelow` percent for `idleFor`; `discount` stops counting idle-held GPUs above the
     # guarantee as demand.

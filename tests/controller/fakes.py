@@ -72,9 +72,11 @@ class FakeApiServer:
         self.calls: list[tuple[str, str, dict[str, Any]]] = []
         self.fail: dict[str, list[BaseException]] = {}  # verb or "verb path" -> errors to raise
         self.down = False
-        self.conflicts_before_replace = 0
-        # called with the queue name before each replace until it returns True (a rival write)
-        self.before_replace: Callable[[str], bool] | None = None
+        self.conflicts_before_apply = 0
+        # called with the queue name before each apply until it returns True (a rival write)
+        self.before_apply: Callable[[str], bool] | None = None
+        # (path, name) -> {spec field: (manager, operation)}: who owns each top spec field
+        self.owners: dict[tuple[str, str], dict[str, tuple[str, str]]] = {}
         self.events: list[Json] = []
         self.watch_wait = 0.02
 
@@ -116,7 +118,7 @@ class FakeApiServer:
             self.log.setdefault(path, []).append((self.version, "BOOKMARK", obj))
             self.lock.notify_all()
 
-    def writes(self, verb: str = "replace") -> list[tuple[str, str, dict[str, Any]]]:
+    def writes(self, verb: str = "apply") -> list[tuple[str, str, dict[str, Any]]]:
         return [call for call in self.calls if call[0] == verb]
 
     # -- verbs ---------------------------------------------------------------------------------
@@ -171,22 +173,63 @@ class FakeApiServer:
             raise api_error(404, "NotFound")
         return FakeResponse(json.dumps(found).encode())
 
-    def custom_replace(
+    def custom_apply(
         self, path: str, name: str, body: Json, kwargs: dict[str, Any]
     ) -> FakeResponse:
-        self._enter("replace", path, {**kwargs, "body": copy.deepcopy(body)})
-        if self.before_replace is not None and self.before_replace(name):
-            self.before_replace = None
+        """Server-side apply, at the granularity of top spec fields: a field another manager
+        owns and the apply changes is a conflict unless forced; the resourceVersion given is a
+        precondition."""
+        self._enter("apply", path, {**kwargs, "body": copy.deepcopy(body)})
+        assert kwargs.get("_content_type") == "application/apply-patch+yaml"
+        manager = kwargs["field_manager"]
+        if self.before_apply is not None and self.before_apply(name):
+            self.before_apply = None
         with self.lock:
-            if self.conflicts_before_replace > 0:
-                self.conflicts_before_replace -= 1
+            if self.conflicts_before_apply > 0:
+                self.conflicts_before_apply -= 1
                 raise api_error(409, "Conflict")
             found = self.objects.get(path, {}).get((None, name))
             if found is None:
                 raise api_error(404, "NotFound")
-            if body["metadata"].get("resourceVersion") != found["metadata"]["resourceVersion"]:
+            wanted = body["metadata"].get("resourceVersion")
+            if wanted is not None and wanted != found["metadata"]["resourceVersion"]:
                 raise api_error(409, "Conflict")
-            return FakeResponse(json.dumps(self.put(path, body)).encode())
+            owners = self.owners.setdefault((path, name), {})
+            spec = found.setdefault("spec", {})
+            conflicts = [
+                (field, owners[field][0])
+                for field, value in body["spec"].items()
+                if field in owners and owners[field][0] != manager and spec.get(field) != value
+            ]
+            if conflicts and not kwargs.get("force"):
+                error = api_error(409, "Conflict")
+                error.body = json.dumps(
+                    {
+                        "kind": "Status",
+                        "reason": "Conflict",
+                        "details": {
+                            "causes": [
+                                {
+                                    "type": "FieldManagerConflict",
+                                    "message": f'conflict with "{owner}" using kueue/v1beta2',
+                                    "field": f".spec.{field}",
+                                }
+                                for field, owner in conflicts
+                            ]
+                        },
+                    }
+                )
+                raise error
+            for field, value in body["spec"].items():
+                old = spec.get(field)
+                spec[field] = (
+                    {**old, **value} if isinstance(old, dict) and isinstance(value, dict) else value
+                )
+                owners[field] = (manager, "Apply")
+            found["metadata"]["managedFields"] = [
+                {"manager": m, "operation": op} for m, op in sorted(set(owners.values()))
+            ]
+            return FakeResponse(json.dumps(self.put(path, found)).encode())
 
     def custom_create(self, path: str, body: Json, kwargs: dict[str, Any]) -> FakeResponse:
         self._enter("create", path, {**kwargs, "body": copy.deepcopy(body)})
@@ -225,10 +268,10 @@ class FakeCustom:
     ) -> FakeResponse:
         return self.server.custom_get(f"{group}/{version}/{plural}", name, kwargs)
 
-    def replace_cluster_custom_object(
+    def patch_cluster_custom_object(
         self, group: str, version: str, plural: str, name: str, body: Json, **kwargs: Any
     ) -> FakeResponse:
-        return self.server.custom_replace(f"{group}/{version}/{plural}", name, body, kwargs)
+        return self.server.custom_apply(f"{group}/{version}/{plural}", name, body, kwargs)
 
     def create_cluster_custom_object(
         self, group: str, version: str, plural: str, body: Json, **kwargs: Any

@@ -10,6 +10,7 @@ import pytest
 from quotaguard.controller.kueue import (
     desired_spec,
     format_weight,
+    owned_spec,
     quota_changes,
     same_spec,
 )
@@ -87,6 +88,21 @@ def test_only_the_gpu_group_cohort_and_weight_change():
     assert desired["namespaceSelector"] == {} and desired["preemption"] == before["preemption"]
     assert desired["cohortName"] == "gpu-pool"
     assert desired["fairSharing"] == {"weight": "1.4"}
+
+
+def test_the_applied_part_leaves_every_field_quotaguard_does_not_set_to_its_manager():
+    desired = build(existing_spec())
+    owned = owned_spec(desired, api_version=V1BETA2)
+    assert set(owned) == {"resourceGroups", "cohortName", "fairSharing"}
+    assert owned["fairSharing"] == {"weight": "1.4"}  # not the rest of fairSharing
+    # Kueue's resourceGroups is an atomic list: the CPU group goes along as it is
+    assert owned["resourceGroups"] == desired["resourceGroups"]
+    assert owned["resourceGroups"][0] == CPU_GROUP
+    v1beta1 = owned_spec(
+        build(existing_spec(), api_version="kueue.x-k8s.io/v1beta1"),
+        api_version="kueue.x-k8s.io/v1beta1",
+    )
+    assert "cohort" in v1beta1 and "cohortName" not in v1beta1
 
 
 def test_every_flavor_lists_every_covered_resource_in_order_with_zero_without_quota():

@@ -175,13 +175,13 @@ def test_nothing_is_written_until_every_watch_has_listed(server):
             await asyncio.sleep(0.01)
         assert c.status.stale_reason == "watch not synced: nodes"
         assert CONTROLLER_STALE._value.get() == 1
-        assert server.writes("replace") == [] and server.writes("create") == []
+        assert server.writes("apply") == [] and server.writes("create") == []
         server.fail.clear()
         assert await synced_interval(c) == "planned"
         assert CONTROLLER_STALE._value.get() == 0
 
     run(controller, body)
-    assert len(server.writes("replace")) == 3
+    assert len(server.writes("apply")) == 3
 
 
 def test_unreachable_api_server_or_unsynced_watch_changes_nothing(server):
@@ -189,7 +189,7 @@ def test_unreachable_api_server_or_unsynced_watch_changes_nothing(server):
 
     async def body(c: Controller) -> None:
         await synced_interval(c)
-        replaced = len(server.writes("replace"))
+        replaced = len(server.writes("apply"))
         server.put("v1/pods", pending_pod("train-1", "training", 4))
         server.down = True
         assert await c.run_interval() == "stale"
@@ -204,7 +204,7 @@ def test_unreachable_api_server_or_unsynced_watch_changes_nothing(server):
             await asyncio.sleep(0.01)
         assert await c.run_interval() == "stale"
         assert "nodes" in (c.status.stale_reason or "")
-        assert len(server.writes("replace")) == replaced
+        assert len(server.writes("apply")) == replaced
         assert c.status.stale == 2
 
     run(controller, body)
@@ -218,7 +218,7 @@ def test_recommend_writes_nothing_and_reports_targets(server):
         await c.run_interval()
 
     run(controller, body)
-    assert [call for call in server.calls if call[0] in ("replace", "create", "get")] == []
+    assert [call for call in server.calls if call[0] in ("apply", "create", "get")] == []
     report = controller.latest_report()
     assert report is not None and report["mode"] == "recommend"
     training = next(t for t in report["tenants"] if t["name"] == "training")
@@ -243,7 +243,7 @@ def test_apply_writes_changed_queues_only_and_leaves_other_groups_alone(server):
 
     async def body(c: Controller) -> None:
         assert await synced_interval(c) == "planned"
-        first = [call[2]["body"]["metadata"]["name"] for call in server.writes("replace")]
+        first = [call[2]["body"]["metadata"]["name"] for call in server.writes("apply")]
         assert sorted(first) == ["inference", "notebooks", "training"]
         training = server.get(CQ, "training")
         assert training["spec"]["resourceGroups"][0] == CPU_GROUP
@@ -270,13 +270,13 @@ def test_apply_writes_changed_queues_only_and_leaves_other_groups_alone(server):
         calls = len(server.calls)
         for _ in range(3):
             await c.run_interval()
-        assert [x for x in server.calls[calls:] if x[0] in ("get", "replace", "create")] == []
+        assert [x for x in server.calls[calls:] if x[0] in ("get", "apply", "create")] == []
 
         # more shared capacity: only the notebooks queue moves
         server.put("v1/nodes", node("shared-2", "nvidia.com/gpu.shared", 8))
         await settle(server, c)
         await c.run_interval()
-        second = [x[2]["body"]["metadata"]["name"] for x in server.writes("replace")][3:]
+        second = [x[2]["body"]["metadata"]["name"] for x in server.writes("apply")][3:]
         assert second == ["notebooks"]
         assert (
             gpu_quotas(server.get(CQ, "notebooks"))[("shared", "nvidia.com/gpu.shared")][
@@ -304,7 +304,7 @@ def test_a_conflict_is_retried_with_a_fresh_read_and_keeps_the_rival_change(serv
         server.put(CQ, rival)
         return True
 
-    server.before_replace = rival_write
+    server.before_apply = rival_write
 
     async def body(c: Controller) -> None:
         await synced_interval(c)
@@ -323,14 +323,14 @@ def test_a_conflict_is_retried_with_a_fresh_read_and_keeps_the_rival_change(serv
 
 def test_endless_conflicts_give_up_after_bounded_attempts(server):
     controller = make_controller(server)
-    server.conflicts_before_replace = 1000
+    server.conflicts_before_apply = 1000
 
     async def body(c: Controller) -> None:
         await synced_interval(c)
 
     run(controller, body)
     assert {o.result for o in controller.status.last_outcomes} == {"conflict"}
-    assert len(server.writes("replace")) == 3 * 5
+    assert len(server.writes("apply")) == 3 * 5
 
 
 def test_a_replica_that_does_not_lead_writes_nothing(server):
@@ -345,7 +345,7 @@ def test_a_replica_that_does_not_lead_writes_nothing(server):
         assert await synced_interval(c) == "planned"
 
     run(controller, body)
-    assert server.writes("replace") == []
+    assert server.writes("apply") == []
     assert controller.latest_report()["controller"]["leader"] is False
 
 
@@ -393,7 +393,7 @@ def test_the_leader_writes(server):
         assert await synced_interval(c) == "planned"
 
     run(controller, body)
-    assert len(server.writes("replace")) == 3
+    assert len(server.writes("apply")) == 3
     assert controller.latest_report()["controller"]["leader"] is True
 
 
@@ -562,7 +562,7 @@ def test_cuts_are_written_before_raises_so_queues_never_hold_more_than_capacity(
         assert await synced_interval(c) == "planned"
 
     run(controller, body)
-    written = [call[2]["body"]["metadata"]["name"] for call in server.writes("replace")]
+    written = [call[2]["body"]["metadata"]["name"] for call in server.writes("apply")]
     assert written == ["beta", "alpha"]
     held: dict[str, int] = {}
     for _, event, obj in server.log[CQ]:
@@ -572,3 +572,77 @@ def test_cuts_are_written_before_raises_so_queues_never_hold_more_than_capacity(
             )
         assert sum(held.values()) <= 14, held
     assert held == {"alpha": 14, "beta": 0}
+
+
+def owned_by(server: FakeApiServer, name: str, manager: str, operation: str) -> None:
+    """`manager` owns the queue's resourceGroups (as after its apply or plain write)."""
+    server.owners[(CQ, name)] = {"resourceGroups": (manager, operation)}
+    queue = server.get(CQ, name)
+    queue["metadata"]["managedFields"] = [{"manager": manager, "operation": operation}]
+    server.put(CQ, queue)
+
+
+def test_fields_another_manager_applied_are_reported_not_overwritten(server):
+    owned_by(server, "training", "argocd-controller", "Apply")
+    controller = make_controller(server)
+
+    async def body(c: Controller) -> None:
+        await synced_interval(c)
+        await settle(server, c)
+        await c.run_interval()  # the conflict stays; it is not reported twice
+
+    run(controller, body)
+    training = server.get(CQ, "training")
+    assert gpu_quotas(training)[("h100", "nvidia.com/gpu")]["nominalQuota"] == "8"
+    outcome = next(o for o in controller.status.last_outcomes if o.queue == "training")
+    assert outcome.result == "conflict"
+    assert "argocd-controller" in (outcome.detail or "")
+    assert "rebalance.forceConflicts" in (outcome.detail or "")
+    warnings = [e for e in server.events if e["reason"] == "QuotaConflict"]
+    assert len(warnings) == 1 and warnings[0]["type"] == "Warning"
+    assert warnings[0]["involvedObject"]["name"] == "training"
+    assert ".spec.resourceGroups (owned by argocd-controller)" in warnings[0]["message"]
+    report = controller.latest_report()
+    row = next(t for t in report["tenants"] if t["name"] == "training")
+    assert row["conflicts"] == [{"field": ".spec.resourceGroups", "manager": "argocd-controller"}]
+    others = next(t for t in report["tenants"] if t["name"] == "notebooks")
+    assert others["conflicts"] == []
+
+
+def test_force_conflicts_takes_applied_fields_over(server):
+    owned_by(server, "training", "argocd-controller", "Apply")
+    controller = make_controller(server)
+    controller.policy = lambda: load_policy_text(
+        POLICY_TEXT.replace("MODE", "apply").replace(
+            "usableCapacityPercent: 100}", "usableCapacityPercent: 100, forceConflicts: true}"
+        ),
+        "loop.yaml",
+    )
+
+    async def body(c: Controller) -> None:
+        await synced_interval(c)
+
+    run(controller, body)
+    training = server.get(CQ, "training")
+    assert gpu_quotas(training)[("h100", "nvidia.com/gpu")]["nominalQuota"] == "16"
+    assert server.owners[(CQ, "training")]["resourceGroups"] == ("quotaguard", "Apply")
+
+
+def test_fields_of_a_plain_writer_are_taken_over_without_the_switch(server):
+    owned_by(server, "training", "kubectl-client-side-apply", "Update")
+    controller = make_controller(server)
+
+    async def body(c: Controller) -> None:
+        await synced_interval(c)
+
+    run(controller, body)
+    training = server.get(CQ, "training")
+    assert gpu_quotas(training)[("h100", "nvidia.com/gpu")]["nominalQuota"] == "16"
+    applies = [
+        call[2]
+        for call in server.writes("apply")
+        if call[2]["body"]["metadata"]["name"] == "training"
+    ]
+    assert [call["force"] for call in applies] == [False, True]
+    assert all(call["field_manager"] == "quotaguard" for call in applies)
+    assert set(applies[0]["body"]["spec"]) == {"resourceGroups", "cohortName", "fairSharing"}

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import copy
 
-from quotaguard.controller.volcano import desired_spec, queue_changes, same_spec
+from quotaguard.controller.volcano import desired_spec, owned_spec, queue_changes, same_spec
 from quotaguard.policy.loader import load_policy_text
 from quotaguard.quota.cluster import ResourceQuota
 
@@ -55,6 +55,17 @@ def test_fields_map_from_targets_and_classes_sharing_a_resource_add_up():
     # capability = max (10 + 4); the MIG class has no max: no capability for it
     assert desired["capability"] == {"cpu": "100", "nvidia.com/gpu": "14"}
     assert desired["reclaimable"] is True
+
+
+def test_the_applied_part_is_the_class_resources_and_the_weight_only():
+    quotas = {"h100": ResourceQuota(nominal=6, borrowing_limit=4, lending_limit=4)}
+    owned = owned_spec(desired_spec(CURRENT, POLICY, quotas=quotas, weight=2.6), POLICY)
+    # cpu capability, memory guarantee and reclaimable stay with whoever set them
+    assert owned == {
+        "deserved": {"nvidia.com/gpu": "6", "nvidia.com/mig-1g.10gb": "0"},
+        "guarantee": {"resource": {"nvidia.com/gpu": "2", "nvidia.com/mig-1g.10gb": "0"}},
+        "weight": 3,
+    }
 
 
 def test_weight_is_a_whole_number_of_at_least_one():
