@@ -28,12 +28,12 @@ APPLY_CONTENT_TYPE = "application/apply-patch+yaml"
 _CONFLICT_MESSAGE = re.compile(r'conflict with "(?P<manager>[^"]+)"')
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, order=True)
 class FieldConflict:
     """One field of the queue another manager owns, as the API server named them."""
 
-    manager: str
     field: str
+    manager: str
 
     def __str__(self) -> str:
         return f"{self.field} (owned by {self.manager})"
@@ -57,12 +57,12 @@ def field_conflicts(error_body: object) -> tuple[FieldConflict, ...]:
     causes = (status.get("details") or {}).get("causes") or ()
     found = []
     for cause in causes:
-        if not isinstance(cause, dict) or cause.get("type") != "FieldManagerConflict":
+        if not isinstance(cause, dict) or cause.get("reason") != "FieldManagerConflict":
             continue
         match = _CONFLICT_MESSAGE.search(str(cause.get("message", "")))
         manager = match.group("manager") if match else "unknown"
-        found.append(FieldConflict(manager, str(cause.get("field", ""))))
-    return tuple(found)
+        found.append(FieldConflict(str(cause.get("field", "")), manager))
+    return tuple(sorted(set(found)))  # the server lists them in no fixed order
 
 
 def _status(error_body: object) -> Mapping[str, Any]:
@@ -99,9 +99,13 @@ def may_force(
     return not any(conflict.manager in declared for conflict in conflicts)
 
 
-def conflict_detail(conflicts: Iterable[FieldConflict]) -> str:
+def conflict_detail(conflicts: Iterable[FieldConflict], managed_fields: object) -> str:
+    """What a conflict Event, log line and outcome say: every conflicting field, its owners,
+    and which of them applied it (why it was not taken over)."""
+    conflicts = tuple(conflicts)
+    declared = sorted({c.manager for c in conflicts} & appliers(managed_fields))
     fields = "; ".join(str(conflict) for conflict in conflicts)
     return (
-        f"not written: {fields} applied by another manager"
+        f"not written: {fields}; applied by {', '.join(declared) or 'another manager'}"
         " (rebalance.forceConflicts: true takes them over)"
     )

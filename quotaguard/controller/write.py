@@ -211,6 +211,7 @@ class QueueWriter:
                     raise
                 conflicts = field_conflicts(getattr(exc, "body", None))
                 if not conflicts:
+                    log.debug("apply of %s: 409 %s", name, getattr(exc, "body", None))
                     return None  # resourceVersion: read again, rebuild
                 if force or not may_force(
                     conflicts, metadata.get("managedFields"), force_conflicts=False
@@ -219,7 +220,7 @@ class QueueWriter:
                         name,
                         WriteResult.CONFLICT,
                         attempts=attempt,
-                        detail=conflict_detail(conflicts),
+                        detail=conflict_detail(conflicts, metadata.get("managedFields")),
                         conflicts=conflicts,
                         seen=current,
                     )

@@ -210,7 +210,7 @@ class FakeApiServer:
                         "details": {
                             "causes": [
                                 {
-                                    "type": "FieldManagerConflict",
+                                    "reason": "FieldManagerConflict",
                                     "message": f'conflict with "{owner}" using kueue/v1beta2',
                                     "field": f".spec.{field}",
                                 }

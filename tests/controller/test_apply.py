@@ -12,7 +12,7 @@ from quotaguard.controller.apply import (
     may_force,
 )
 
-# The Status a kube-apiserver answers an apply that would change another manager's field.
+# The Status a kube-apiserver (v1.35) answers an apply that would change another manager's field.
 CONFLICT_STATUS = {
     "kind": "Status",
     "apiVersion": "v1",
@@ -26,7 +26,7 @@ CONFLICT_STATUS = {
         "kind": "clusterqueues",
         "causes": [
             {
-                "type": "FieldManagerConflict",
+                "reason": "FieldManagerConflict",
                 "message": 'conflict with "argocd-controller" using kueue.x-k8s.io/v1beta2',
                 "field": ".spec.resourceGroups",
             }
@@ -51,7 +51,7 @@ MANAGED = [
 
 def test_a_field_conflict_names_its_field_and_manager_from_the_raw_body():
     raw = json.dumps(CONFLICT_STATUS).encode()
-    assert field_conflicts(raw) == (FieldConflict("argocd-controller", ".spec.resourceGroups"),)
+    assert field_conflicts(raw) == (FieldConflict(".spec.resourceGroups", "argocd-controller"),)
 
 
 def test_a_stale_resource_version_or_an_unreadable_body_is_no_field_conflict():
@@ -66,15 +66,15 @@ def test_appliers_are_the_other_managers_that_applied():
 
 
 def test_a_manager_that_applied_is_never_forced_over_unless_the_policy_says_so():
-    argo = [FieldConflict("argocd-controller", ".spec.resourceGroups")]
+    argo = [FieldConflict(".spec.resourceGroups", "argocd-controller")]
     assert not may_force(argo, MANAGED, force_conflicts=False)
     assert may_force(argo, MANAGED, force_conflicts=True)
 
 
 def test_fields_of_plain_writers_are_taken_over():
-    kubectl = [FieldConflict("kubectl-client-side-apply", ".spec.resourceGroups")]
+    kubectl = [FieldConflict(".spec.resourceGroups", "kubectl-client-side-apply")]
     assert may_force(kubectl, MANAGED, force_conflicts=False)
-    mixed = [*kubectl, FieldConflict("argocd-controller", ".spec.cohortName")]
+    mixed = [*kubectl, FieldConflict(".spec.cohortName", "argocd-controller")]
     assert not may_force(mixed, MANAGED, force_conflicts=False)
 
 
@@ -92,3 +92,13 @@ def test_the_apply_names_the_resource_version_it_was_built_from():
         "metadata": {"name": "training", "resourceVersion": "41"},
         "spec": {"cohortName": "ml"},
     }
+
+
+def test_the_same_conflicts_in_another_order_are_the_same_conflicts():
+    causes = [
+        {"reason": "FieldManagerConflict", "message": f'conflict with "{m}" using v1', "field": f}
+        for m, f in (("b", ".spec.x"), ("a", ".spec.x"), ("a", ".spec.cohortName"))
+    ]
+    one = field_conflicts({"details": {"causes": causes}})
+    other = field_conflicts({"details": {"causes": causes[::-1]}})
+    assert one == other and len(one) == 3
