@@ -337,6 +337,28 @@ def shared_gpu_node(
 # Webhook configurations
 
 
+def gpu_pod(name: str, namespace: str) -> dict[str, Any]:
+    """A Pod asking for one whole GPU with a gpu-memory hint (the webhook may rewrite it)."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": name,
+            "namespace": namespace,
+            "annotations": {"quotaguard.dev/gpu-memory": "8Gi"},
+        },
+        "spec": {
+            "containers": [
+                {
+                    "name": "main",
+                    "image": "registry.example/app:1",
+                    "resources": {"limits": {"nvidia.com/gpu": "1"}},
+                }
+            ]
+        },
+    }
+
+
 def load_webhook_configurations(directory: Path = WEBHOOK_DIR) -> list[dict[str, Any]]:
     """The Mutating/Validating webhook configurations in `directory`/*.yaml."""
     docs: list[dict[str, Any]] = []

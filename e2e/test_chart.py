@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from e2e import build
-from e2e.cluster import REPO_ROOT, Cluster, QuotaguardServer, load_webhook_configurations
+from e2e.cluster import REPO_ROOT, Cluster, QuotaguardServer, gpu_pod, load_webhook_configurations
 
 CHART = REPO_ROOT / "charts" / "quotaguard"
 POLICY = REPO_ROOT / "config" / "policy.yaml"
@@ -105,27 +105,6 @@ def helm(cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator
         cluster.kubectl(
             "delete", "namespace", TENANT_NS, PILOT_NS, "--wait=false", "--ignore-not-found"
         )
-
-
-def gpu_pod(name: str, namespace: str) -> dict[str, Any]:
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {
-            "name": name,
-            "namespace": namespace,
-            "annotations": {"quotaguard.dev/gpu-memory": "8Gi"},
-        },
-        "spec": {
-            "containers": [
-                {
-                    "name": "main",
-                    "image": "registry.example/app:1",
-                    "resources": {"limits": {"nvidia.com/gpu": "1"}},
-                }
-            ]
-        },
-    }
 
 
 def created_limits(cluster: Cluster, pod: dict[str, Any]) -> dict[str, str]:

@@ -14,7 +14,7 @@ import yaml
 
 from e2e import conftest
 from e2e.build import Toolchain
-from e2e.cluster import REPO_ROOT, wait_until
+from e2e.cluster import REPO_ROOT, gpu_pod, wait_until
 from e2e.kueue import add_gpu_nodes, apply_kueue_samples, serve_controller, write_policy
 from e2e.prometheus import Prometheus, start_prometheus
 
@@ -23,27 +23,6 @@ DASHBOARD = PROMETHEUS_DIR / "dashboards" / "quotaguard.json"
 RULES = PROMETHEUS_DIR / "prometheusrule.yaml"
 SERVING = "serving-dashboard-e2e"  # tenant inference
 NO_TENANT = "no-tenant-dashboard-e2e"  # unmatchedNamespaces: deny
-
-
-def gpu_pod(name: str, namespace: str) -> dict[str, Any]:
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {
-            "name": name,
-            "namespace": namespace,
-            "annotations": {"quotaguard.dev/gpu-memory": "8Gi"},
-        },
-        "spec": {
-            "containers": [
-                {
-                    "name": "main",
-                    "image": "registry.example/app:1",
-                    "resources": {"limits": {"nvidia.com/gpu": "1"}},
-                }
-            ]
-        },
-    }
 
 
 @pytest.fixture(scope="module")

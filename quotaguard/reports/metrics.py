@@ -16,12 +16,11 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, Protocol
 
-from prometheus_client import Counter, Gauge
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from quotaguard.policy.model import TenantPolicy
-from quotaguard.serve.observability import REGISTRY
+from quotaguard.serve.observability import REGISTRY, counter, gauge
 
 QUOTA_LABELS: Final = ("tenant", "class", "cluster_queue", "flavor", "resource", "cohort")
 TENANT_LABELS: Final = ("tenant", "cluster_queue", "cohort")
@@ -342,51 +341,43 @@ class LatestReport(Collector):
 QUOTA_SERIES: Final = LatestReport()
 REGISTRY.register(QUOTA_SERIES)
 
-QUEUE_WRITES: Final = Counter(
+QUEUE_WRITES: Final = counter(
     "quotaguard_queue_writes",
     "Queue writes by result (updated, created, unchanged, missing, conflict, error, not_leader).",
     ["result"],
-    registry=REGISTRY,
 )
-CONTROLLER_STALE: Final = Gauge(
+CONTROLLER_STALE: Final = gauge(
     "quotaguard_controller_stale",
     "1 while the controller's view of the cluster is stale (a watch unsynced, the API server "
     "unreachable) and it changes nothing.",
-    registry=REGISTRY,
 )
-CONTROLLER_LEADER: Final = Gauge(
+CONTROLLER_LEADER: Final = gauge(
     "quotaguard_controller_leader",
     "1 while this replica holds the controller Lease and may write queues; 0 on a standby, "
     "which publishes no quota series.",
-    registry=REGISTRY,
 )
-CONTROLLER_INTERVALS: Final = Counter(
+CONTROLLER_INTERVALS: Final = counter(
     "quotaguard_controller_intervals",
     "Controller intervals by outcome (planned, stale, off).",
     ["outcome"],
-    registry=REGISTRY,
 )
-CONTROLLER_INTERVAL: Final = Gauge(
+CONTROLLER_INTERVAL: Final = gauge(
     "quotaguard_controller_interval_seconds",
     "The policy's rebalance interval: a plan older than a few of these is stale.",
-    registry=REGISTRY,
 )
-LAST_PLAN: Final = Gauge(
+LAST_PLAN: Final = gauge(
     "quotaguard_controller_last_plan_timestamp_seconds",
     "When the controller last planned quotas from a fresh view of the cluster (Unix time).",
-    registry=REGISTRY,
 )
-LAST_WRITE: Final = Gauge(
+LAST_WRITE: Final = gauge(
     "quotaguard_controller_last_write_timestamp_seconds",
     "When the controller last changed a queue (Unix time); 0 before its first change.",
-    registry=REGISTRY,
 )
-LAYOUT_CHANGES: Final = Counter(
+LAYOUT_CHANGES: Final = counter(
     "quotaguard_layout_changes",
     "Steps of node layout changes by outcome (started, relabelled, succeeded, rolled-back, "
     "failed, given-up).",
     ["outcome"],
-    registry=REGISTRY,
 )
 
 WRITE_RESULTS: Final = (
