@@ -11,6 +11,7 @@ import pytest
 import yaml
 
 from quotaguard.admission import mutate, validate
+from quotaguard.admission.names import GPU_CLASS_HINT
 from quotaguard.policy.model import TenantPolicy
 
 from .builders import gpu, pod, template, volcano_job
@@ -116,4 +117,24 @@ def test_a_node_selector_against_the_class_is_denied_naming_the_task(
         f'tenant "training": class "h100" runs on nodes with {H100_PRODUCT}, but the '
         f"nodeSelector{where} sets nvidia.com/gpu.product=OTHER; remove that nodeSelector key "
         "(quotaguard places the pod) or pick another class with quotaguard.dev/gpu-class"
+    )
+
+
+def test_an_empty_class_hint_counts_as_unset(policy: TenantPolicy) -> None:
+    hinted = pod(gpu(1), annotations={GPU_CLASS_HINT: ""})
+    assert validate(policy, hinted, "training").allowed
+    unknown = validate(policy, pod(gpu(1), annotations={GPU_CLASS_HINT: "h200"}), "training")
+    assert unknown.rules == ("class-not-allowed",)
+    assert 'quotaguard.dev/gpu-class "h200" is not a GPU class of policy "gpu-platform"' in (
+        unknown.message
+    )
+
+
+def test_a_class_hint_is_allowed_only_for_a_class_the_tenant_allows(policy: TenantPolicy) -> None:
+    allowed = pod(gpu(1), annotations={GPU_CLASS_HINT: "h100"})
+    assert validate(policy, allowed, "training").allowed
+    other = validate(policy, pod(gpu(1), annotations={GPU_CLASS_HINT: "shared"}), "training")
+    assert other.message == (
+        'tenant "training": quotaguard.dev/gpu-class "shared" names a class the tenant does not '
+        "allow (allowedClasses: h100, h100-3g.40gb); set it to one of those or remove it"
     )
