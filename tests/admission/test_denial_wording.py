@@ -138,3 +138,9 @@ def test_a_class_hint_is_allowed_only_for_a_class_the_tenant_allows(policy: Tena
         'tenant "training": quotaguard.dev/gpu-class "shared" names a class the tenant does not '
         "allow (allowedClasses: h100, h100-3g.40gb); set it to one of those or remove it"
     )
+
+
+def test_a_class_hint_on_a_task_names_the_task(policy: TenantPolicy) -> None:
+    task = template(gpu(1), annotations={GPU_CLASS_HINT: "h200"})
+    decision = validate(policy, volcano_job(("worker", task)), "training")
+    assert 'quotaguard.dev/gpu-class "h200" on worker is not a GPU class' in decision.message

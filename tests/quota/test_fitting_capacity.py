@@ -70,3 +70,8 @@ def test_a_raise_held_back_to_exactly_min_change_is_kept() -> None:
         maxStepPercent=100,
     )
     assert result == {"a": 3, "b": 7}
+
+
+def test_with_min_change_zero_a_small_quota_still_moves_a_unit_a_step() -> None:
+    # 25% of 2 is no whole unit; a step is at least one, or a small quota could never move.
+    assert planned(10, {"a": 2}, {"a": 5}, minChange=0) == {"a": 3}
