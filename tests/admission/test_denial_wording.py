@@ -125,8 +125,10 @@ def test_an_empty_class_hint_counts_as_unset(policy: TenantPolicy) -> None:
     assert validate(policy, hinted, "training").allowed
     unknown = validate(policy, pod(gpu(1), annotations={GPU_CLASS_HINT: "h200"}), "training")
     assert unknown.rules == ("class-not-allowed",)
-    assert 'quotaguard.dev/gpu-class "h200" is not a GPU class of policy "gpu-platform"' in (
-        unknown.message
+    assert unknown.message == (
+        'tenant "training": quotaguard.dev/gpu-class "h200" is not a GPU class of policy '
+        '"gpu-platform" (classes: h100, h100-1g.10gb, h100-3g.40gb, shared); set it to one of '
+        "h100, h100-3g.40gb or remove it"
     )
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -83,3 +84,10 @@ def test_water_fill_adds_up_within_bounds(rows: list[tuple[int, int, float]], bu
     parts = water_fill(floors, caps, weights, budget)
     assert sum(parts) == min(budget, sum(caps))
     assert all(low <= part <= high for low, part, high in zip(floors, parts, caps, strict=True))
+
+
+def test_lists_of_different_lengths_are_refused() -> None:
+    with pytest.raises(ValueError):
+        fill_level([0, 0], [5], [1, 1], 3)
+    with pytest.raises(ValueError):
+        water_fill([0, 0], [5, 5], [1], 3)
