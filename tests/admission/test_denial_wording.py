@@ -146,3 +146,8 @@ def test_a_class_hint_on_a_task_names_the_task(policy: TenantPolicy) -> None:
     task = template(gpu(1), annotations={GPU_CLASS_HINT: "h200"})
     decision = validate(policy, volcano_job(("worker", task)), "training")
     assert 'quotaguard.dev/gpu-class "h200" on worker is not a GPU class' in decision.message
+
+
+def test_a_pod_asking_exactly_the_per_pod_limit_is_allowed(policy: TenantPolicy) -> None:
+    assert validate(policy, pod(gpu(8)), "training").allowed  # maxGPUsPerPod 8
+    assert validate(policy, pod(gpu(9)), "training").rules == ("max-gpus-per-pod",)

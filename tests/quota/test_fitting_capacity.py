@@ -75,3 +75,10 @@ def test_a_raise_held_back_to_exactly_min_change_is_kept() -> None:
 def test_with_min_change_zero_a_small_quota_still_moves_a_unit_a_step() -> None:
     # 25% of 2 is no whole unit; a step is at least one, or a small quota could never move.
     assert planned(10, {"a": 2}, {"a": 5}, minChange=0) == {"a": 3}
+
+
+def test_a_guarantee_above_the_max_counts_only_up_to_the_max() -> None:
+    # The planner takes the policy's model as it is (check_policy reports guaranteed > max).
+    example = policy([{"name": "a", "quota": {"h100": {"guaranteed": 8, "max": 5}}}])
+    row = plan(example, h100(10), {"a": {"h100": ClassDemand(0, 0)}}).tenants[0].classes[0]
+    assert (row.guaranteed, row.nominal, row.max) == (5, 5, 5)
