@@ -52,6 +52,23 @@ def nice_top(value: float) -> float:
     return next(step * scale for step in (1.0, 2.0, 2.5, 5.0, 10.0) if step * scale >= value)
 
 
+def whole_top(value: float) -> int:
+    """The smallest of 1, 2, 5 x 10^k (k >= 0) at or above `value`: an axis of whole units."""
+    top = 1
+    while top < value:
+        top = top * 5 // 2 if str(top)[0] == "2" else top * 2
+    return top
+
+
+def axis_fractions(top: float, *, whole: bool = False) -> tuple[float, ...]:
+    """Where the y-axis ticks go, as fractions of `top`: quarters, or for whole units the
+    finest split of at most five steps whose ticks are all whole numbers."""
+    if not whole:
+        return (0.0, 0.25, 0.5, 0.75, 1.0)
+    steps = next((n for n in (4, 5, 2) if top % n == 0), 1)
+    return tuple(i / steps for i in range(steps + 1))
+
+
 def _time_label(seconds: float) -> str:
     if seconds % 86400 == 0 and seconds:
         return f"{seconds / 86400:g}d"
@@ -74,7 +91,14 @@ def _legend_column(lines: Sequence[Line]) -> int:
 
 
 def _frame(
-    title: str, times: Sequence[float], top: float, *, percent: bool, y_label: str, right: int
+    title: str,
+    times: Sequence[float],
+    top: float,
+    *,
+    percent: bool,
+    y_label: str,
+    right: int,
+    whole: bool = False,
 ) -> tuple[list[str], float, float]:
     plot_w, plot_h = WIDTH - LEFT - right, HEIGHT - TOP - BOTTOM
     start, end = (times[0], times[-1]) if times else (0.0, 1.0)
@@ -85,7 +109,7 @@ def _frame(
         f'<text x="{LEFT}" y="16" class="title">{escape(title)}</text>',
         f'<text x="{LEFT}" y="{TOP - 10}" class="axis">{escape(y_label)}</text>',
     ]
-    for fraction in (0.0, 0.25, 0.5, 0.75, 1.0):
+    for fraction in axis_fractions(top, whole=whole):
         y = TOP + plot_h * (1 - fraction)
         parts.append(
             f'<line x1="{LEFT}" x2="{LEFT + plot_w}" y1="{y:.1f}" y2="{y:.1f}" class="grid"/>'
@@ -138,14 +162,19 @@ def line_chart(
     y_label: str = "",
     percent: bool = False,
     top: float | None = None,
+    whole: bool = False,
 ) -> str:
+    """`whole`: the values are counts of whole units, and so are the axis ticks."""
     buckets = _buckets(len(times))
     xs = _reduce(times, buckets)
     reduced = [_reduce(line.values, buckets) for line in lines]
     highest = max((max(values, default=0.0) for values in reduced), default=0.0)
-    top = top if top is not None else nice_top(highest)
+    if top is None:
+        top = whole_top(highest) if whole else nice_top(highest)
     right = _legend_column(lines)
-    parts, span, start = _frame(title, xs, top, percent=percent, y_label=y_label, right=right)
+    parts, span, start = _frame(
+        title, xs, top, percent=percent, y_label=y_label, right=right, whole=whole
+    )
     for line, values in zip(lines, reduced, strict=True):
         points = " ".join(
             f"{_x(t, start, span, right):.1f},{_y(v, top):.1f}"

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from html import escape
 
-from quotaguard.charts.svg import nice_top
+from quotaguard.charts.svg import axis_fractions, whole_top
 
 WIDTH, HEIGHT = 520, 220
 LEFT, RIGHT, TOP, BOTTOM = 44, 120, 28, 34
@@ -40,13 +40,13 @@ def grouped_bars(
     highest = max(
         [v for _, values in groups for v in values] + [m for m in markers if m is not None] + [0.0]
     )
-    top = nice_top(highest)
+    top = whole_top(highest)
     parts = [
         f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {WIDTH} {HEIGHT}" '
         f'role="img" aria-label="{escape(title)}">',
         f'<text x="{LEFT}" y="16" class="title">{escape(title)}</text>',
     ]
-    for fraction in (0.0, 0.5, 1.0):
+    for fraction in axis_fractions(top, whole=True):
         y = TOP + plot_h * (1 - fraction)
         parts.append(
             f'<line x1="{LEFT}" x2="{LEFT + plot_w}" y1="{y:.1f}" y2="{y:.1f}" class="grid"/>'

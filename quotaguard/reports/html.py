@@ -153,7 +153,9 @@ def _over_time(tenant: str, points: Sequence[HistoryPoint], now: float) -> str:
                 dashed=True,
             )
         )
-    chart = line_chart(f"{tenant}: quota over time (now = 0)", times, lines, y_label="class units")
+    chart = line_chart(
+        f"{tenant}: quota over time (now = 0)", times, lines, y_label="class units", whole=True
+    )
     return chart.replace("<svg ", '<svg class="lines" ', 1)
 
 
