@@ -25,8 +25,6 @@ ROOT = Path(__file__).resolve().parents[1]
 ALLOWED: dict[str, int] = {
     "quotaguard/simulate/engine.py:run_arm": 29,
     "quotaguard/simulate/queueing.py:QueueModel._preempt": 28,
-    "quotaguard/simulate/trace.py:parse_trace": 26,
-    "quotaguard/simulate/trace.py:_workload": 19,
     "quotaguard/simulate/preemption.py:candidates": 18,
     "quotaguard/admission/workload.py:_gpu_containers": 17,
     "quotaguard/admission/reviews.py:decode_review": 16,

@@ -355,21 +355,8 @@ def _share(check: _Checker, value: object, path: FieldPath) -> float:
     return float(value)
 
 
-def _workload(check: _Checker, raw: object, index: int) -> TraceWorkload | None:
-    path: FieldPath = ("workloads", index)
-    entry = check.mapping(raw, path, "a workload")
-    if entry is None:
-        return None
-    check.unknown(entry, WORKLOAD_FIELDS, path)
-    before = len(check.problems)
-    at = check.seconds(entry.get("at"), (*path, "at"), positive=False)
-    duration = check.seconds(entry.get("duration"), (*path, "duration"), positive=True)
-    every = check.seconds(entry.get("every"), (*path, "every"), positive=False, default=0.0)
-    checkpoint_every = None
-    if entry.get("checkpointEvery") is not None:
-        checkpoint_every = check.seconds(
-            entry.get("checkpointEvery"), (*path, "checkpointEvery"), positive=True
-        )
+def _check_workload_fields(check: _Checker, entry: Mapping[str, Any], path: FieldPath) -> None:
+    """namespace, count, pod, name and priority of a workload, in that order."""
     namespace = entry.get("namespace")
     if not isinstance(namespace, str) or not namespace:
         check.problem((*path, "namespace"), "a workload needs a namespace")
@@ -392,17 +379,35 @@ def _workload(check: _Checker, raw: object, index: int) -> TraceWorkload | None:
     low, high = PRIORITY_RANGE
     if isinstance(priority, bool) or not isinstance(priority, int) or not low <= priority <= high:
         check.problem((*path, "priority"), f"must be a whole number (int32), not {priority!r}")
+
+
+def _workload(check: _Checker, raw: object, index: int) -> TraceWorkload | None:
+    path: FieldPath = ("workloads", index)
+    entry = check.mapping(raw, path, "a workload")
+    if entry is None:
+        return None
+    check.unknown(entry, WORKLOAD_FIELDS, path)
+    before = len(check.problems)
+    at = check.seconds(entry.get("at"), (*path, "at"), positive=False)
+    duration = check.seconds(entry.get("duration"), (*path, "duration"), positive=True)
+    every = check.seconds(entry.get("every"), (*path, "every"), positive=False, default=0.0)
+    checkpoint_every = None
+    if entry.get("checkpointEvery") is not None:
+        checkpoint_every = check.seconds(
+            entry.get("checkpointEvery"), (*path, "checkpointEvery"), positive=True
+        )
+    _check_workload_fields(check, entry, path)
     uses = _share(check, entry.get("uses", 1), (*path, "uses"))
     if len(check.problems) > before:
         return None
     assert at is not None and duration is not None and every is not None
-    assert isinstance(manifest, Mapping) and isinstance(priority, int)
+    manifest, priority, name = entry["pod"], entry.get("priority", 0), entry.get("name")
     return TraceWorkload(
         index=index,
         at=at,
         duration=duration,
-        namespace=str(namespace),
-        count=int(count),
+        namespace=str(entry["namespace"]),
+        count=int(entry.get("count", 1)),
         every=every,
         manifest=manifest,
         name=name,
@@ -410,6 +415,66 @@ def _workload(check: _Checker, raw: object, index: int) -> TraceWorkload | None:
         checkpoint_every=checkpoint_every,
         uses=uses,
     )
+
+
+def _cluster(
+    check: _Checker, top: Mapping[str, Any], source: str, gpu_resources: frozenset[str]
+) -> tuple[list[Node], tuple[Pod, ...]]:
+    """The trace's nodes (and a snapshot's pods): listed in the trace or read from a snapshot
+    file next to it, exactly one of the two."""
+    has_nodes, snapshot = "nodes" in top, top.get("snapshot")
+    if has_nodes and snapshot is not None:
+        check.problem(("snapshot",), "give either nodes or snapshot, not both")
+    elif not has_nodes and snapshot is None:
+        check.problem((), "a trace needs nodes (a list) or snapshot (a file)")
+    if has_nodes:
+        return _listed_nodes(check, top), ()
+    if isinstance(snapshot, str) and snapshot:
+        return _snapshot(check, Path(source).parent / snapshot, gpu_resources)
+    if snapshot is not None:
+        check.problem(("snapshot",), "must be the path of a snapshot file")
+    return [], ()
+
+
+def _listed_nodes(check: _Checker, top: Mapping[str, Any]) -> list[Node]:
+    raw_nodes = top.get("nodes")
+    if not isinstance(raw_nodes, list) or not raw_nodes:
+        check.problem(("nodes",), "must be a non-empty list of nodes")
+        return []
+    devices = _devices(check, top)
+    nodes: list[Node] = []
+    for index, raw in enumerate(raw_nodes):
+        nodes.extend(_node(check, raw, index, devices))
+    seen: set[str] = set()
+    for node in nodes:
+        if node.name in seen:
+            check.problem(("nodes",), f"node {node.name!r} appears twice")
+        seen.add(node.name)
+    return nodes
+
+
+def _snapshot(
+    check: _Checker, path: Path, gpu_resources: frozenset[str]
+) -> tuple[list[Node], tuple[Pod, ...]]:
+    """The nodes and pods of a snapshot file (the one read a trace parse makes)."""
+    try:
+        cluster = load_snapshot(path, gpu_resources=gpu_resources)
+    except SnapshotError as exc:
+        check.problem(("snapshot",), str(exc))
+        return [], ()
+    return list(cluster.nodes), cluster.pods
+
+
+def _workloads(check: _Checker, raw_workloads: object) -> list[TraceWorkload]:
+    if not isinstance(raw_workloads, list) or not raw_workloads:
+        check.problem(("workloads",), "must be a non-empty list of workloads")
+        return []
+    workloads = []
+    for index, raw in enumerate(raw_workloads):
+        found = _workload(check, raw, index)
+        if found is not None:
+            workloads.append(found)
+    return workloads
 
 
 def parse_trace(
@@ -427,45 +492,8 @@ def parse_trace(
     horizon = None
     if top.get("horizon") is not None:
         horizon = check.seconds(top.get("horizon"), ("horizon",), positive=True)
-    nodes: list[Node] = []
-    pods: tuple[Pod, ...] = ()
-    has_nodes, snapshot = "nodes" in top, top.get("snapshot")
-    if has_nodes and snapshot is not None:
-        check.problem(("snapshot",), "give either nodes or snapshot, not both")
-    elif not has_nodes and snapshot is None:
-        check.problem((), "a trace needs nodes (a list) or snapshot (a file)")
-    if has_nodes:
-        raw_nodes = top.get("nodes")
-        if not isinstance(raw_nodes, list) or not raw_nodes:
-            check.problem(("nodes",), "must be a non-empty list of nodes")
-        else:
-            devices = _devices(check, top)
-            for index, raw in enumerate(raw_nodes):
-                nodes.extend(_node(check, raw, index, devices))
-            seen: set[str] = set()
-            for node in nodes:
-                if node.name in seen:
-                    check.problem(("nodes",), f"node {node.name!r} appears twice")
-                seen.add(node.name)
-    elif isinstance(snapshot, str) and snapshot:
-        path = Path(source).parent / snapshot
-        try:
-            cluster = load_snapshot(path, gpu_resources=gpu_resources)
-        except SnapshotError as exc:
-            check.problem(("snapshot",), str(exc))
-        else:
-            nodes, pods = list(cluster.nodes), cluster.pods
-    elif snapshot is not None:
-        check.problem(("snapshot",), "must be the path of a snapshot file")
-    workloads: list[TraceWorkload] = []
-    raw_workloads = top.get("workloads")
-    if not isinstance(raw_workloads, list) or not raw_workloads:
-        check.problem(("workloads",), "must be a non-empty list of workloads")
-    else:
-        for index, raw in enumerate(raw_workloads):
-            found_workload = _workload(check, raw, index)
-            if found_workload is not None:
-                workloads.append(found_workload)
+    nodes, pods = _cluster(check, top, source, gpu_resources)
+    workloads = _workloads(check, top.get("workloads"))
     description = top.get("description")
     if check.problems:
         return None, check.problems
