@@ -23,6 +23,7 @@ from quotaguard.kube.podspec import (
     is_gpu_resource,
     pod_templates,
 )
+from quotaguard.kube.quantity import QuantityError, parse_quantity
 
 _EMPTY: Mapping[str, Any] = MappingProxyType({})
 _CONTAINER_LISTS = ("initContainers", "containers")
@@ -201,8 +202,24 @@ def _odd(
     wrong(pointer_where(root, f"{template.spec_pointer}/{field}/{index}", *below), expected, value)
 
 
+def _zero(value: object) -> bool:
+    """`0`, `"0"` (or any quantity that is zero): Kubernetes accepts it and charts set it, and
+    it asks for no GPU."""
+    if type(value) is int:
+        return value == 0
+    if type(value) is not str:
+        return False
+    if value.isdigit():
+        return not value.strip("0")
+    try:
+        return parse_quantity(value) == 0
+    except QuantityError:
+        return False
+
+
 def _gpu_entries(section: object, gpu_resources: frozenset[str]) -> Mapping[str, Any] | None:
-    """The GPU resources of `limits` or `requests`; None when the section is not a map."""
+    """The GPU resources of `limits` or `requests` that ask for some (an amount of zero is no
+    GPU); None when the section is not a map."""
     if not isinstance(section, dict) or not section:
         return _EMPTY if section is None or isinstance(section, dict) else None
     found: dict[str, Any] | None = None
@@ -216,7 +233,7 @@ def _gpu_entries(section: object, gpu_resources: frozenset[str]) -> Mapping[str,
                 and name.startswith(MIG_PREFIX)
                 and is_gpu_resource(name, gpu_resources)
             )
-        ):
+        ) and not _zero(value):
             if found is None:
                 found = {}
             found[name] = value

@@ -17,7 +17,6 @@ MIG_3G = "nvidia.com/mig-3g.40gb"
 DENIED = [
     # (id, object, namespace, rule, fragments of the message)
     ("fraction", pod(gpu("0.5")), "training", "gpu-value", ['"0.5"', "whole"]),
-    ("zero", pod(gpu(0)), "training", "gpu-value", ["nvidia.com/gpu: 0"]),
     ("negative", pod(gpu(-1, resource=MIG_3G)), "training", "gpu-value", [MIG_3G]),
     ("milli", pod(gpu("1500m", resource=SHARED)), "nb-a", "gpu-value", ['"1500m"']),
     ("junk", pod(gpu("lots")), "training", "gpu-value", ['"lots"']),
