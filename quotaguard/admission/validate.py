@@ -192,9 +192,15 @@ def _not_whole(
 ) -> Denial:
     return Denial(
         "gpu-value",
-        f"{who}{container.title} asks for {resource}: {json.dumps(value)} in {section}; "
+        f"{who}{container.title} asks for {resource}: {_shown(value)} in {section}; "
         "GPUs come in whole units: use a positive whole number such as 1",
     )
+
+
+def _shown(value: object, limit: int = 40) -> str:
+    """The value as JSON, cut short: a 400-digit count need not be repeated in full."""
+    text = json.dumps(value)
+    return text if len(text) <= limit else f"{text[: limit - 3]}..."
 
 
 def _allowed_names(tenant: Tenant) -> str:

@@ -23,6 +23,7 @@ _DECIMAL = {
 _QUANTITY = re.compile(r"^([+-]?[0-9.]+(?:[eE][+-]?[0-9]+)?)(Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE]?)$")
 # Far beyond any real quantity (Kubernetes caps them at 2^63-1 and 1n).
 _MAX_EXPONENT = 64
+MAX_COUNT = 2**63 - 1  # the largest quantity Kubernetes stores
 _DURATION_PART = re.compile(r"([0-9]+(?:\.[0-9]+)?)(ms|h|m|s)")
 _DURATION_UNIT = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
 
@@ -62,18 +63,20 @@ def parse_quantity(value: object) -> Fraction:
 def parse_gpu_count(value: object) -> int | None:
     """A GPU count as Kubernetes extended resources require it: a whole number.
 
-    Returns None when the value is not a whole, non-negative number.
+    Returns None when the value is not a whole, non-negative number, or is past what a
+    Kubernetes quantity holds (2^63 - 1): a 400-digit count is a bad value, not a number to
+    compute with.
     """
     # Admission parses a few of these per request: plain digits skip the regex and Fraction.
     if type(value) is str and value.isascii() and value.isdigit() and len(value) <= 18:
         return int(value)
     if type(value) is int:
-        return value if value >= 0 else None
+        return value if 0 <= value <= MAX_COUNT else None
     try:
         amount = parse_quantity(value)
     except QuantityError:
         return None
-    if amount.denominator != 1 or amount < 0:
+    if amount.denominator != 1 or not 0 <= amount <= MAX_COUNT:
         return None
     return int(amount)
 

@@ -8,6 +8,13 @@ from aiohttp import web
 
 from quotaguard.serve.components import ServeContext, StartupError
 from quotaguard.serve.tlsreload import CertificateError, ReloadingCertificate
+from quotaguard.webhook.guard import (
+    ClientMistakes,
+    ConnectionGuard,
+    ConnectionLimits,
+    GuardedSite,
+    size_tls_buffers,
+)
 from quotaguard.webhook.server import IN_FLIGHT_KEY, InFlight, build_webhook_app
 
 log = logging.getLogger("quotaguard.webhook")
@@ -29,11 +36,19 @@ async def start(ctx: ServeContext) -> None:
         "tls", lambda: None if certificate.ready else "serving certificate not loaded"
     )
     ctx.add_status("tls", certificate.status)
-    app = build_webhook_app(ctx.store)
-    runner = web.AppRunner(app, access_log=None, shutdown_timeout=options.shutdown_timeout)
+    size_tls_buffers()
+    guard = ConnectionGuard(ConnectionLimits())
+    app = build_webhook_app(ctx.store, guard=guard)
+    runner = web.AppRunner(
+        app,
+        access_log=None,
+        shutdown_timeout=options.shutdown_timeout,
+        keepalive_timeout=guard.limits.idle_timeout,
+        logger=ClientMistakes(),
+    )
     await runner.setup()
-    site = web.TCPSite(
-        runner, options.bind_address, options.webhook_port, ssl_context=certificate.context
+    site = GuardedSite(
+        runner, guard, options.bind_address, options.webhook_port, ssl_context=certificate.context
     )
     try:
         await site.start()
@@ -43,6 +58,7 @@ async def start(ctx: ServeContext) -> None:
     log.info("webhook listening", extra={"addresses": [list(a) for a in runner.addresses]})
     ctx.on_shutdown(lambda: drain(runner, app[IN_FLIGHT_KEY], options.shutdown_timeout))
     ctx.run_task("tls-watch", certificate.watch(options.tls_poll_interval))
+    ctx.run_task("connection-guard", guard.watch())
 
 
 async def drain(runner: web.AppRunner, in_flight: InFlight, timeout: float) -> None:

@@ -22,6 +22,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any, ClassVar, Final, Literal, Protocol
 
 from aiohttp import web
+from aiohttp.typedefs import Middleware
 
 from quotaguard.admission import engine
 from quotaguard.admission.reviews import AdmissionReview, BadReview, encode_json
@@ -34,6 +35,7 @@ from quotaguard.serve.observability import (
     ADMISSION_REQUESTS,
 )
 from quotaguard.serve.policystore import PolicyStore
+from quotaguard.webhook.guard import ConnectionGuard, ConnectionLimits, read_body
 
 log = logging.getLogger("quotaguard.webhook")
 
@@ -102,18 +104,32 @@ ADMISSION_IN_FLIGHT.set_function(lambda: InFlight.total)
 
 
 def build_webhook_app(
-    store: PolicyStore, *, review: ReviewFunction = engine.review
+    store: PolicyStore,
+    *,
+    review: ReviewFunction = engine.review,
+    guard: ConnectionGuard | None = None,
 ) -> web.Application:
-    """POST /mutate and POST /validate; every error answer is JSON."""
-    app = web.Application(client_max_size=MAX_BODY_BYTES, middlewares=[_json_errors])
+    """POST /mutate and POST /validate; every error answer is JSON. With `guard`, connections
+    are marked busy while handled (see `guard`) and bodies must arrive within its timeout."""
+    middlewares: list[Middleware] = [_json_errors]
+    if guard is not None:
+        middlewares.insert(0, guard.middleware())
+    app = web.Application(client_max_size=MAX_BODY_BYTES, middlewares=middlewares)
     in_flight = app[IN_FLIGHT_KEY] = InFlight()
-    app.router.add_post("/mutate", _endpoint(store, review, "mutate", in_flight))
-    app.router.add_post("/validate", _endpoint(store, review, "validate", in_flight))
+    body_timeout = (guard.limits if guard is not None else ConnectionLimits()).body_timeout
+    operations: tuple[Operation, ...] = ("mutate", "validate")
+    for operation in operations:
+        handler = _endpoint(store, review, operation, in_flight, body_timeout)
+        app.router.add_post(f"/{operation}", handler)
     return app
 
 
 def _endpoint(
-    store: PolicyStore, review: ReviewFunction, operation: Operation, in_flight: InFlight
+    store: PolicyStore,
+    review: ReviewFunction,
+    operation: Operation,
+    in_flight: InFlight,
+    body_timeout: float,
 ) -> Handler:
     duration = ADMISSION_DURATION.labels(operation)
     # Label children bound once per (kind, result): `.labels()` hashes and locks on every call.
@@ -131,10 +147,16 @@ def _endpoint(
         in_flight.enter()
         try:
             try:
-                body = await request.read()  # 413 past client_max_size, even if compressed
+                # 413 past client_max_size, even if compressed
+                body = await read_body(request, body_timeout)
             except web.HTTPRequestEntityTooLarge:
                 count("", "bad_request")
                 raise
+            except TimeoutError:
+                count("", "bad_request")
+                log.info("request body too slow", extra={"timeout": body_timeout})
+                message = _error(f"request body not received within {body_timeout:g}s")
+                return web.Response(status=408, body=message, content_type="application/json")
             except Exception as exc:  # a body that is not what its headers say (e.g. gzip)
                 count("", "bad_request")
                 log.info("unreadable request body", extra={"error": _short(exc)})

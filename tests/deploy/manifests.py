@@ -109,6 +109,7 @@ CHART_VALUES = {
     "pilot": "pilot.enabled=true",
     "manage-queues": "manageQueues=true",
     "prometheus": "prometheus.enabled=true",
+    "network-policy": "networkPolicy.enabled=true,networkPolicy.apiServerCIDRs={10.0.0.0/24}",
 }
 
 

@@ -657,3 +657,21 @@ def test_volcano_samples_follow_the_policy() -> None:
 
 def test_samples_are_not_in_the_default_build(build: list[Manifest]) -> None:
     assert not [d for d in build if "kueue" in d["apiVersion"] or "volcano" in d["apiVersion"]]
+
+
+@pytest.mark.parametrize("tool", ["kustomize", "helm"])
+def test_the_network_policy_lets_only_its_sources_reach_the_webhook_port(
+    tmp_path: Path, tool: str
+) -> None:
+    docs = render(tool, tmp_path / "o", ["network-policy"])
+    policy = one(docs, "NetworkPolicy", "quotaguard-webhook")
+    webhook = deployment(docs, "quotaguard-webhook")
+    labels = webhook["spec"]["template"]["metadata"]["labels"]
+    selector = policy["spec"]["podSelector"]["matchLabels"]
+    assert selector.items() <= labels.items()
+    webhook_rule, http_rule = policy["spec"]["ingress"]
+    assert webhook_rule["ports"] == [{"port": "webhook", "protocol": "TCP"}]
+    assert webhook_rule["from"] == [{"ipBlock": {"cidr": "10.0.0.0/24"}}]
+    assert http_rule == {"ports": [{"port": "http", "protocol": "TCP"}]}  # from anywhere
+    ports = {p["name"] for c in pod_spec(webhook)["containers"] for p in c.get("ports", [])}
+    assert {"webhook", "http"} <= ports

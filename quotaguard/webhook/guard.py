@@ -1,0 +1,246 @@
+"""Connection bounds of the webhook's listener: idle and slow clients timed out, a cap on
+concurrent connections, small TLS buffers.
+
+aiohttp keeps an idle connection for an hour, never times out a client that sends its headers
+or its body a byte at a time, and accepts connections without bound; asyncio gives every TLS
+connection a 256 KiB read buffer. Each connection then costs ~300 KiB, and a few thousand of
+them (from anything that can reach the port) take the webhook past its memory limit. Here:
+
+- a connection with nothing in flight and no byte for `idle_timeout` is closed;
+- one whose request headers are still incomplete `header_timeout` after their first byte is
+  closed (the API server sends a review at once: only a slow or hostile client trickles);
+- the body must arrive within `body_timeout` of the headers (see `read_body`): HTTP 408;
+- past `max_connections` a new connection is answered 503 (JSON) and closed at once;
+- TLS read buffers are 32 KiB instead of 256 KiB (a TLS record is at most 16 KiB).
+
+The API server's webhook timeout is at most 30 s (quotaguard registers 5 s), so no answer it
+still waits for is cut short by these. docs/deploy.md lists them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import ssl
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any, Final
+
+from aiohttp import web
+from aiohttp.http_exceptions import HttpProcessingError
+from aiohttp.typedefs import Middleware
+
+log = logging.getLogger("quotaguard.webhook")
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+TLS_READ_BUFFER: Final = 32 * 1024
+_REFUSED: Final = (
+    b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\n"
+    b"Connection: close\r\nContent-Length: 48\r\n\r\n"
+    b'{"error": "too many connections, try again"}\r\n\r\n'
+)
+
+
+@dataclass(frozen=True, slots=True)
+class ConnectionLimits:
+    idle_timeout: float = 60.0
+    header_timeout: float = 10.0
+    body_timeout: float = 10.0
+    max_connections: int = 1000
+
+
+@dataclass(slots=True)
+class _Connection:
+    transport: asyncio.BaseTransport
+    last_activity: float
+    busy: int = 0
+    partial_since: float | None = None  # first byte of a request whose headers are incomplete
+
+
+class _Guarded(asyncio.Protocol):
+    """aiohttp's protocol for one connection, with its bytes and lifetime watched."""
+
+    def __init__(self, guard: ConnectionGuard, inner: asyncio.Protocol) -> None:
+        self._guard = guard
+        self._inner = inner
+        self._connection: _Connection | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self._connection = self._guard.opened(transport)
+        if self._connection is None:
+            return
+        self._inner.connection_made(transport)
+
+    def data_received(self, data: bytes) -> None:
+        connection = self._connection
+        if connection is None:
+            return
+        if not connection.busy and connection.partial_since is None:
+            connection.partial_since = self._guard.clock()
+        self._inner.data_received(data)
+
+    def eof_received(self) -> bool | None:
+        return self._inner.eof_received() if self._connection is not None else None
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if self._connection is None:
+            return
+        self._guard.closed(self._connection)
+        self._inner.connection_lost(exc)
+
+    def pause_writing(self) -> None:
+        self._inner.pause_writing()
+
+    def resume_writing(self) -> None:
+        self._inner.resume_writing()
+
+
+class ConnectionGuard:
+    """Live connections of one listener and their bounds (plain state, one event loop)."""
+
+    def __init__(
+        self, limits: ConnectionLimits, *, clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        self.limits = limits
+        self.clock = clock
+        self._live: dict[asyncio.BaseTransport, _Connection] = {}
+        self.refused = 0
+        self.timed_out = 0
+
+    @property
+    def count(self) -> int:
+        return len(self._live)
+
+    def protocol_factory(self, inner: Callable[[], asyncio.Protocol]) -> Callable[[], _Guarded]:
+        return lambda: _Guarded(self, inner())
+
+    def opened(self, transport: asyncio.BaseTransport) -> _Connection | None:
+        if len(self._live) >= self.limits.max_connections:
+            self.refused += 1
+            if isinstance(transport, asyncio.WriteTransport):
+                transport.write(_REFUSED)
+            transport.close()
+            return None
+        connection = _Connection(transport, self.clock())
+        self._live[transport] = connection
+        return connection
+
+    def closed(self, connection: _Connection) -> None:
+        self._live.pop(connection.transport, None)
+
+    def begin(self, transport: object) -> None:
+        """A request's headers are complete and its handler runs."""
+        connection = self._live.get(transport)  # type: ignore[call-overload]
+        if connection is not None:
+            connection.busy += 1
+            connection.partial_since = None
+
+    def end(self, transport: object) -> None:
+        connection = self._live.get(transport)  # type: ignore[call-overload]
+        if connection is not None:
+            connection.busy -= 1
+            connection.last_activity = self.clock()
+
+    def sweep(self) -> int:
+        """Close the connections past a timeout; how many were closed."""
+        now = self.clock()
+        limits = self.limits
+        late = [
+            c
+            for c in self._live.values()
+            if not c.busy
+            and (
+                (c.partial_since is not None and now - c.partial_since > limits.header_timeout)
+                or (c.partial_since is None and now - c.last_activity > limits.idle_timeout)
+            )
+        ]
+        for connection in late:
+            connection.transport.close()
+        if late:
+            self.timed_out += len(late)
+            log.info("closed idle or slow connections", extra={"count": len(late)})
+        return len(late)
+
+    async def watch(self, every: float = 1.0) -> None:
+        while True:
+            await asyncio.sleep(every)
+            self.sweep()
+
+    def middleware(self) -> Middleware:
+        """Marks each connection busy while a request of it is handled."""
+
+        @web.middleware
+        async def busy(request: web.Request, handler: Handler) -> web.StreamResponse:
+            transport = request.transport
+            self.begin(transport)
+            try:
+                return await handler(request)
+            finally:
+                self.end(transport)
+
+        return busy
+
+
+class GuardedSite(web.TCPSite):
+    """aiohttp's TCP site, its connections made through a `ConnectionGuard`."""
+
+    def __init__(
+        self,
+        runner: web.BaseRunner,
+        guard: ConnectionGuard,
+        host: str | None,
+        port: int,
+        *,
+        ssl_context: ssl.SSLContext | None = None,
+    ) -> None:
+        super().__init__(runner, host, port, ssl_context=ssl_context)
+        self._guard = guard
+
+    async def start(self) -> None:
+        await web.BaseSite.start(self)  # registers the site with its runner
+        server = self._runner.server
+        assert server is not None
+        loop = asyncio.get_running_loop()
+        self._server = await loop.create_server(
+            self._guard.protocol_factory(server),
+            self._host,
+            self._port,
+            ssl=self._ssl_context,
+            backlog=self._backlog,
+            reuse_address=self._reuse_address,
+            reuse_port=self._reuse_port,
+        )
+        sockets = self._server.sockets
+        self._bound_port = sockets[0].getsockname()[1] if sockets else self._port
+
+
+async def read_body(request: web.Request, timeout: float) -> bytes:
+    """The body, or `TimeoutError` when it does not arrive within `timeout` seconds."""
+    return await asyncio.wait_for(request.read(), timeout)
+
+
+def size_tls_buffers(size: int = TLS_READ_BUFFER) -> None:
+    """asyncio allocates `SSLProtocol.max_size` bytes per TLS connection up front; there is no
+    per-server option, so the serving process sets the class attribute once at start-up."""
+    from asyncio import sslproto
+
+    sslproto.SSLProtocol.max_size = size
+
+
+class ClientMistakes(logging.Logger):
+    """The logger of aiohttp's request handler (`AppRunner(logger=...)`). aiohttp answers a
+    request it cannot parse (bad chunking, a negative Content-Length, a header past 8 KiB)
+    itself, in plain text, and logs it with a traceback at error level: a client's mistake is
+    logged here once, at info, without one. Anything else is logged as aiohttp would."""
+
+    def __init__(self, parent: logging.Logger = log) -> None:
+        super().__init__(f"{parent.name}.http")
+        self.parent = parent
+
+    def exception(self, msg: object, *args: object, **kwargs: Any) -> None:
+        exc = kwargs.get("exc_info")
+        if isinstance(exc, HttpProcessingError) and 400 <= (exc.code or 0) < 500:
+            self.info("bad request from a client", extra={"error": f"{exc.code} {exc.message}"})
+            return
+        super().exception(msg, *args, **kwargs)
