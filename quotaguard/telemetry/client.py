@@ -7,7 +7,6 @@ plan.
 
 from __future__ import annotations
 
-import json
 import math
 import time
 import urllib.error
@@ -15,10 +14,11 @@ import urllib.parse
 import urllib.request
 from pathlib import Path
 
+from quotaguard.kube.documents import DocumentError, Limits, load_json
 from quotaguard.policy.model import Rebalance
 from quotaguard.telemetry.exposition import parse_exposition
 from quotaguard.telemetry.promjson import TelemetryError, parse_query_response
-from quotaguard.telemetry.series import METRICS, GpuMetrics
+from quotaguard.telemetry.series import MAX_POINTS, METRICS, GpuMetrics
 
 MAX_BYTES = 64 * 1024 * 1024
 DEFAULT_TIMEOUT = 10.0
@@ -38,14 +38,23 @@ def _decode(data: bytes, source: str) -> str:
         raise TelemetryError(f"{source}: not UTF-8 text: {exc}") from exc
 
 
+def _limits(max_bytes: int) -> Limits:
+    # A Prometheus answer nests six deep; anything far deeper is not one (and must not
+    # exhaust the parser's recursion).
+    return Limits("GPU telemetry", max_bytes, max_depth=32, max_nodes=4 * MAX_POINTS)
+
+
+def _load_json(text: str, source: str, max_bytes: int = MAX_BYTES) -> object:
+    try:
+        return load_json(text, source, _limits(max_bytes))
+    except DocumentError as exc:
+        raise TelemetryError(str(exc)) from exc
+
+
 def parse_metrics_text(text: str, *, source: str, now: float) -> GpuMetrics:
     """A file's text: JSON of a Prometheus query (range) answer, or a text exposition scrape."""
     if text.lstrip().startswith("{"):
-        try:
-            document = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise TelemetryError(f"{source}:{exc.lineno}:{exc.colno}: not JSON: {exc.msg}") from exc
-        return parse_query_response(document, source=source)
+        return parse_query_response(_load_json(text, source), source=source)
     return parse_exposition(text, at=now, source=source)
 
 
@@ -100,9 +109,9 @@ class PrometheusClient:
         if len(data) > self.max_bytes:
             raise TelemetryError(f"{self.url}: response larger than {self.max_bytes} bytes")
         try:
-            return json.loads(_decode(data, self.url))
-        except json.JSONDecodeError as exc:
-            raise TelemetryError(f"{self.url}: response is not JSON: {exc.msg}") from exc
+            return load_json(_decode(data, self.url), self.url, _limits(self.max_bytes))
+        except DocumentError as exc:
+            raise TelemetryError(f"{self.url}: response is not JSON: {exc.message}") from exc
 
     def gpu_metrics(self, rebalance: Rebalance, *, now: float | None = None) -> GpuMetrics:
         """Every DCGM series the judgements read, over the window the policy needs."""

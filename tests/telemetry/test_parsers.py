@@ -192,3 +192,16 @@ def test_past_the_series_and_point_bounds_the_rest_is_skipped_and_counted(
     monkeypatch.setattr(series_module, "MAX_POINTS", 7)  # two points per series
     found = parse_query_response(matrix(5))
     assert len(found.series) == 3 and found.warnings == {"too many points": 2}
+
+
+def test_json_nested_past_any_prometheus_answer_is_refused_not_a_crash(
+    tmp_path: Path, answering: tuple[str, dict[str, bytes]]
+) -> None:
+    deep = '{"status": "success", "data": ' + "[" * 100_000 + "]" * 100_000 + "}"
+    (tmp_path / "deep.json").write_text(deep)
+    with pytest.raises(TelemetryError, match=r"deep\.json:1:\d+: nested deeper than 32 levels"):
+        read_metrics_file(tmp_path / "deep.json")
+    url, body = answering
+    body["body"] = deep.encode()
+    with pytest.raises(TelemetryError, match="response is not JSON: nested deeper"):
+        PrometheusClient(url, timeout=2).gpu_metrics(Rebalance(), now=30.0)
