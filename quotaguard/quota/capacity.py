@@ -16,6 +16,7 @@ from dataclasses import dataclass, replace
 from fractions import Fraction
 from typing import NamedTuple, Protocol
 
+from quotaguard.policy.fungibility import class_order
 from quotaguard.policy.model import GpuClass, TenantPolicy
 from quotaguard.quota.cluster import Node, Pod
 
@@ -95,12 +96,13 @@ def node_counts(policy: TenantPolicy, node: Node) -> bool:
 def class_of_pod_resource(
     policy: TenantPolicy, resource: str, pod: Pod, node: Node | None
 ) -> GpuClass | None:
-    """The class a pod's resource is drawn from: by its node when bound, else its selector."""
+    """The class a pod's resource is drawn from: by its node when bound, else its selector,
+    else the first class of the resource its tenant's queue tries (`to: [h100, a100]`)."""
     labels = node.labels if node is not None else pod.node_selector
     found = policy.class_of_resource(resource, dict(labels))
     if found is None and node is None:
-        candidates = policy.classes_by_resource.get(resource, [])
-        found = candidates[0] if candidates else None
+        order = class_order(policy, policy.tenant_of(pod.namespace))
+        found = next((c for c in order if c.resource == resource), None)
     return found
 
 

@@ -121,3 +121,23 @@ def test_the_table_says_which_model_kueue_tries_first(files, capsys):
         "training: Kueue tries h100 then a100, each on its own quota "
         "(whenCanBorrow TryNextFlavor, whenCanPreempt TryNextFlavor)"
     ) in out.splitlines()
+
+
+def test_a_pending_pod_without_kueue_counts_for_the_first_class_of_its_list(tmp_path, capsys):
+    policy = tmp_path / "policy.yaml"
+    policy.write_text(POLICY)
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "p", "namespace": "training"},
+        "spec": {"containers": [{"name": "m", "resources": {"limits": {"nvidia.com/gpu": 4}}}]},
+        "status": {"phase": "Pending"},
+    }
+    items = [node("h1", "NVIDIA-H100-80GB-HBM3"), node("a1", "NVIDIA-A100-SXM4-80GB"), pod]
+    snapshot = tmp_path / "cluster.json"
+    snapshot.write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": items}))
+    assert main(["plan", "-p", str(policy), "--snapshot", str(snapshot), "-o", "json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    training = next(t for t in report["tenants"] if t["name"] == "training")
+    pending = {row["class"]: row["pending"] for row in training["classes"]}
+    assert pending == {"a100": 0, "h100": 4}
