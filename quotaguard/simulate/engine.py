@@ -26,6 +26,7 @@ waiting at all (`noDemand`). `heldIdle` is allocated but not kept busy (`uses` b
 from __future__ import annotations
 
 import heapq
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -214,19 +215,23 @@ class _Replay:
         return bool(admitted)
 
     def place(self, now: float) -> None:
-        """Place what was admitted, highest priority first, then in admission order."""
+        """Place what was admitted, highest priority first, then in admission order. A gang
+        that found no nodes is not tried again in the same pass: placing others only takes
+        GPUs away."""
         released = self.cluster.released
         order = sorted(
             self.placing.values(),
             key=lambda w: (-w.priority, w.admitted_at or 0.0, w.id),
         )
+        failed: set[Gang] = set()
         for workload in order:
             ident = workload.id
             if self.failed_at.get(ident) == released:
                 continue  # nothing was freed since it last failed
-            verdict = self.verdicts[ident]
-            assignment = self.cluster.place(verdict.gang_of(workload.request))
+            gang = self.verdicts[ident].gang_of(workload.request)
+            assignment = None if gang in failed else self.cluster.place(gang)
             if assignment is None:
+                failed.add(gang)
                 self.failed_at[ident] = released
                 self.run.unplaceable.add(ident)
                 continue
@@ -284,9 +289,27 @@ class _Replay:
             found = self.ever[gang] = self.shared.empty.placeable(gang)
         return found
 
-    def _idle(self) -> None:
-        """Where the idle GPUs are now, for one interval (see the module docstring)."""
-        interval, idle = self.shared.interval, self.run.series.idle
+    def quiet(self, arrivals_left: bool) -> bool:
+        """Whether nothing can change any more: no arrival to come, nothing running or
+        waiting for nodes, and either nothing queued or no controller to move quotas (the
+        last admission pass admitted all it ever will)."""
+        if arrivals_left or self.completions or self.placing:
+            return False
+        return self.controller is None or not self.waiting
+
+    def rest(self, samples: int) -> None:
+        """Count `samples` more intervals of the quiet state without replaying them: the
+        replay's cost follows the trace's content, not its span. A controller would have
+        run at each of them, planning for no demand."""
+        if samples <= 0:
+            return
+        self._idle(samples)
+        if self.controller is not None:
+            self.controller.runs += samples
+
+    def _idle(self, samples: int = 1) -> None:
+        """Where the idle GPUs are now, for `samples` intervals (see the module docstring)."""
+        interval, idle = self.shared.interval * samples, self.run.series.idle
         wanted: set[str] = set()
         fragmented: set[str] = set()
         cluster = self.cluster
@@ -312,12 +335,26 @@ class _Replay:
         idle["heldIdle"] += max(0.0, held) * interval
 
 
+class _Progress:
+    """Reports the share of the span done, at whole percents."""
+
+    def __init__(self, progress: Progress | None, horizon: float) -> None:
+        self.progress, self.horizon, self.reported = progress, horizon, -1
+
+    def __call__(self, now: float) -> None:
+        if self.progress is not None and int(100 * now / self.horizon) != self.reported:
+            self.reported = int(100 * now / self.horizon)
+            self.progress(now / self.horizon)
+
+
 def run_arm(shared: Setup, arm: ArmName | Arm, *, progress: Progress | None = None) -> ArmRun:
-    """Replay the arrivals against one arm; deterministic."""
+    """Replay the arrivals against one arm; deterministic. Once nothing can change any more
+    (`_Replay.quiet`), the rest of the span is counted, not replayed."""
     spec = ARMS[arm] if isinstance(arm, str) else arm
     replay = _Replay(shared, spec)
+    report = _Progress(progress, shared.horizon)
     queued, horizon, interval = replay.queued, shared.horizon, shared.interval
-    next_tick, position, reported = 0.0, 0, -1
+    next_tick, position = 0.0, 0
     while True:
         now = next_tick
         if position < len(queued):
@@ -341,13 +378,11 @@ def run_arm(shared: Setup, arm: ArmName | Arm, *, progress: Progress | None = No
         if ticking:
             replay.sample(now)
             next_tick += interval
-            if progress is not None:
-                done_percent = int(100 * now / horizon)
-                if done_percent != reported:
-                    reported = done_percent
-                    progress(now / horizon)
-    if progress is not None:
-        progress(1.0)
+            report(now)
+            if replay.quiet(position < len(queued)):
+                replay.rest(math.ceil((horizon - next_tick) / interval))
+                break
+    report(horizon)
     replay.run.plans = replay.controller.runs if replay.controller else 0
     if isinstance(replay.controller, GeometryController):
         replay.run.layout_changes = tuple(replay.controller.changes)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+import time
 from pathlib import Path
 
 import pytest
@@ -141,3 +142,40 @@ def test_without_a_none_arm_the_verdict_starts_at_the_pool(small):
         "dynamic",
         "bound",
     ]
+
+
+def test_a_ten_year_span_with_one_workload_costs_what_its_content_does():
+    # 87,600 hours sampled every minute would be 5 million samples per arm; once the one
+    # workload is done nothing can change, and the rest of the span is counted, not replayed
+
+    text = (
+        "horizon: 87600h\n"
+        f"nodes: [{H100.replace('{', '{name: a, ', 1)}]\n"
+        "workloads:\n"
+        f"  - {{at: 0, duration: 1h, namespace: training, pod: {{spec: {{containers: "
+        f"[{{name: m, resources: {{limits: {GPUS}: 2}}}}}}]}}}}}}\n"
+    )
+    started = time.process_time()
+    simulation = simulate(load_policy_file(ROOT / "config" / "policy.yaml"), load_trace_text(text))
+    assert time.process_time() - started < 10
+    span_hours = 87600 * 4  # one node of 4 GPUs
+    for name, metrics in simulation.metrics.items():
+        assert metrics.overall.gpu_seconds == pytest.approx(2 * 3600), name
+        assert metrics.overall.utilization == pytest.approx(2 / span_hours)
+        assert sum(metrics.idle.values()) / 3600 == pytest.approx(span_hours - 2, rel=1e-3)
+        assert len(simulation.runs[name].series.times) < 100
+    assert simulation.metrics["dynamic"].plans == 87600 * 60
+
+
+def test_a_tiny_every_is_bounded_by_count():
+    text = (
+        "horizon: 1h\n"
+        f"nodes: [{H100.replace('{', '{name: a, ', 1)}]\n"
+        "workloads:\n"
+        f"  - {{at: 0, duration: 1m, namespace: training, count: 2000, every: 0.001, pod: "
+        f"{{spec: {{containers: [{{name: m, resources: {{limits: {GPUS}: 1}}}}}}]}}}}}}\n"
+    )
+    trace = load_trace_text(text)
+    assert trace.size == 2000
+    simulation = simulate(load_policy_file(ROOT / "config" / "policy.yaml"), trace)
+    assert simulation.metrics["pool"].overall.workloads == 2000
