@@ -289,6 +289,13 @@ class _Replay:
             found = self.ever[gang] = self.shared.empty.placeable(gang)
         return found
 
+    def tick(self, now: float) -> None:
+        """The controller's pass, if the arm has one: the queues it writes."""
+        if self.controller is not None:
+            queues = self.controller.tick(self.model, now)
+            if queues is not None:
+                self.model.configure(queues)
+
     def quiet(self, arrivals_left: bool) -> bool:
         """Whether nothing can change any more: no arrival to come, nothing running or
         waiting for nodes, and either nothing queued or no controller to move quotas (the
@@ -368,10 +375,8 @@ def run_arm(shared: Setup, arm: ArmName | Arm, *, progress: Progress | None = No
             replay.arrive(queued[position])
             position += 1
         ticking = next_tick <= now
-        if ticking and replay.controller is not None:
-            queues = replay.controller.tick(replay.model, now)
-            if queues is not None:
-                replay.model.configure(queues)
+        if ticking:
+            replay.tick(now)
         replay.admit(now)
         if replay.placing:
             replay.place(now)
