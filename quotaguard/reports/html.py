@@ -133,7 +133,14 @@ def _bars(tenant: Mapping[str, Any]) -> str:
     return chart.replace("<svg ", '<svg class="bars" ', 1)
 
 
-def _over_time(tenant: str, points: Sequence[HistoryPoint], now: float) -> str:
+def class_colors(report: Mapping[str, Any]) -> dict[str, str]:
+    """One colour per class, by its place in the report's class list: the same in every chart."""
+    return {str(row.get("name")): color(i) for i, row in enumerate(report.get("classes", ()))}
+
+
+def _over_time(
+    tenant: str, points: Sequence[HistoryPoint], now: float, colors: Mapping[str, str]
+) -> str:
     """Nominal quota per class (solid) and usage (dashed) over the kept history."""
     classes = sorted({name for p in points for name in p.tenants.get(tenant, {})})
     if len(points) < 2 or not classes:
@@ -141,15 +148,14 @@ def _over_time(tenant: str, points: Sequence[HistoryPoint], now: float) -> str:
     times = [p.at - now for p in points]
     lines = []
     for index, name in enumerate(classes):
+        hue = colors.get(name) or color(len(colors) + index)
         rows = [p.tenants.get(tenant, {}).get(name) for p in points]
-        lines.append(
-            Line(f"{name} nominal", [float(r.nominal if r else 0) for r in rows], color(index))
-        )
+        lines.append(Line(f"{name} nominal", [float(r.nominal if r else 0) for r in rows], hue))
         lines.append(
             Line(
                 f"{name} usage",
                 [float(r.usage if r else 0) for r in rows],
-                color(index),
+                hue,
                 dashed=True,
             )
         )
@@ -242,14 +248,24 @@ def render_report_page(
     if layouts := _layout_table(report):
         body.append("<h2>Layouts</h2>")
         body.append(layouts)
+    colors = class_colors(report)
     for tenant in report.get("tenants", ()):
         weight = _text(tenant.get("weight"))
         if tenant.get("weight") != tenant.get("baseWeight"):
             weight += f" (base {_text(tenant.get('baseWeight'))})"
         meta = f"queue {tenant.get('queue')} · weight {weight}"
         body.append(f'<h2>{escape(str(tenant.get("name")))}</h2><p class="meta">{escape(meta)}</p>')
+        body.extend(
+            '<p class="warn">'
+            + escape(
+                f"Not written: {c.get('field')} is owned by {c.get('manager')}, which applied it"
+                " (rebalance.forceConflicts: true takes it over)"
+            )
+            + "</p>"
+            for c in tenant.get("conflicts") or ()
+        )
         body.append(_tenant_table(tenant))
-        charts = [_bars(tenant), _over_time(str(tenant.get("name")), history, now)]
+        charts = [_bars(tenant), _over_time(str(tenant.get("name")), history, now, colors)]
         body.append('<div class="charts">' + "".join(c for c in charts if c) + "</div>")
     return _page(title, body, refresh_seconds)
 

@@ -233,3 +233,35 @@ def test_layout_plan_on_the_page_and_in_the_gauges():
     assert samples == {("a100", "keep"): 2, ("a100", "start"): 1}
     assert not [f for f in quota_families(a_report(), {}) if f.name == "quotaguard_layout_nodes"]
     assert "<h2>Layouts</h2>" not in render_report_page(a_report(), [], now=0)
+
+
+def test_a_class_keeps_one_colour_in_every_tenants_history():
+    import re
+
+    report = a_report()
+    serving = next(t for t in report["tenants"] if t["name"] == "serving")
+    research = next(t for t in report["tenants"] if t["name"] == "research")
+    # research holds only mig: the first of its classes, the second of the policy's
+    research["classes"] = [dict(r) for r in serving["classes"] if r["class"] == "mig"]
+    history = QuotaHistory()
+    for offset in (0, 30, 60):
+        history.record(report, 1900.0 + offset)
+    page = render_report_page(report, history.points(), now=2000)
+    colours: dict[str, set[str]] = {}
+    for svg in re.findall(r'<svg class="lines".*?</svg>', page):
+        for hue, label in re.findall(
+            r'stroke="(#[0-9a-f]{6})"[^>]*/><text[^>]*>([^<]*) nominal<', svg
+        ):
+            colours.setdefault(label, set()).add(hue)
+    assert len(colours) >= 2
+    assert all(len(hues) == 1 for hues in colours.values()), colours
+    assert len({next(iter(h)) for h in colours.values()}) == len(colours)
+
+
+def test_a_queue_field_another_manager_applied_shows_on_the_page():
+    report = a_report()
+    report["tenants"][0]["conflicts"] = [
+        {"field": ".spec.resourceGroups", "manager": "argocd-controller"}
+    ]
+    page = render_report_page(report, [], now=0)
+    assert "Not written: .spec.resourceGroups is owned by argocd-controller" in page
