@@ -592,8 +592,8 @@ def test_more_than_max_gpus_per_pod_is_refused(webhook: Webhook) -> None:
     assert (
         denial(
             "pods.validate.quotaguard.dev",
-            'tenant "training" allows at most 8 GPU-equivalents per pod (maxGPUsPerPod); pod asks '
-            "for 9",
+            'tenant "training": at most 8 GPU-equivalents per pod (maxGPUsPerPod); pod asks for 9 '
+            "(main: nvidia.com/gpu: 9)",
         )
         in stderr
     )

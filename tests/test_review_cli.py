@@ -57,7 +57,9 @@ def test_denied_exits_1_with_the_reason_on_stderr(tmp_path, capsys):
     assert json.loads(out)["response"]["status"]["code"] == 403
     assert err.count("\n") == 1
     assert err.startswith(f"{path}: Pod/nb: denied: ")
-    assert "shared-units" not in err and "nvidia.com/gpu.shared: 1" in err
+    assert "shared-units" not in err
+    assert 'asks for nvidia.com/gpu: 2, which is shared class "shared"' in err
+    assert "ask for nvidia.com/gpu: 1" in err
 
 
 def test_admission_review_json_from_stdin(monkeypatch, capsys):

@@ -66,7 +66,12 @@ class Decision:
         """Every denial in one message, so a user fixes all of them in one go."""
         if len(self.denials) == 1:
             return self.denials[0].message
-        return " ".join(f"({n}) {d.message}" for n, d in enumerate(self.denials, start=1))
+        messages = [d.message for d in self.denials]
+        # One tenant prefix for all of them, not one per clause.
+        who = messages[0][: messages[0].find(": ") + 2] if messages[0].startswith("tenant ") else ""
+        if who and all(m.startswith(who) for m in messages):
+            messages = [m[len(who) :] for m in messages]
+        return who + " ".join(f"({n}) {m}" for n, m in enumerate(messages, start=1))
 
     @property
     def rules(self) -> tuple[Rule, ...]:
@@ -82,10 +87,11 @@ def deny(
     warnings: tuple[str, ...] = (),
     audit: Mapping[str, str] = _NO_AUDIT,
 ) -> Decision:
-    rules = ",".join(dict.fromkeys(denial.rule for denial in denials))
+    unique = tuple(dict.fromkeys(denials))  # two templates can break a rule the same way
+    rules = ",".join(dict.fromkeys(denial.rule for denial in unique))
     return Decision(
         allowed=False,
-        denials=tuple(denials),
+        denials=unique,
         warnings=warnings,
         audit={**audit, "denied": rules},
     )

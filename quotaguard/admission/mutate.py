@@ -233,6 +233,7 @@ def _choose(
         warning = f'{container.label}: {GPU_CLASS_HINT} "{hint}" is not allowed; not rewritten'
         return _Choice(None, warning=warning)
     priority = view.spec.get("priorityClassName")
+    passed_best_fit = False
     for number, rule in enumerate(tenant.rewrite, start=1):
         if not _matches(rule.when, count, memory, view.labels, priority):
             continue
@@ -242,16 +243,23 @@ def _choose(
         target = rule.classes[0]
         if target != BEST_FIT:
             return _Choice(policy.classes_by_name.get(target), f"rule {number}")
+        if memory is None:
+            # Nothing to fit: the next rule decides (`quotaguard validate` warns when none).
+            passed_best_fit = True
+            continue
         fit = _best_fit(policy, tenant, memory)
         if fit is not None:
-            return _Choice(fit, f"rule {number}: best-fit for {format_bytes(memory or 0)}")
-        if memory is None:
-            warning = f"{container.label}: best-fit needs {GPU_MEMORY_HINT}; kept {PLAIN_GPU}"
-        else:
-            warning = (
-                f"{container.label}: no MIG class of tenant {tenant.name} has "
-                f"{format_bytes(memory)}; kept {PLAIN_GPU}"
-            )
+            return _Choice(fit, f"rule {number}: best-fit for {format_bytes(memory)}")
+        warning = (
+            f"{container.label}: no MIG class of tenant {tenant.name} has "
+            f"{format_bytes(memory)}; kept {PLAIN_GPU}"
+        )
+        return _Choice(None, warning=warning)
+    if passed_best_fit:
+        warning = (
+            f"{container.label}: best-fit needs {GPU_MEMORY_HINT} and no later rule matched; "
+            f"kept {PLAIN_GPU}"
+        )
         return _Choice(None, warning=warning)
     return _Choice(None)
 
@@ -276,10 +284,8 @@ def _matches(
     )
 
 
-def _best_fit(policy: TenantPolicy, tenant: Tenant, memory: int | None) -> GpuClass | None:
+def _best_fit(policy: TenantPolicy, tenant: Tenant, memory: int) -> GpuClass | None:
     """The smallest allowed MIG class (by slices, then memory) whose memory covers the hint."""
-    if memory is None:
-        return None
     fitting = [
         c for c in policy.spec.gpu_classes if c.mig and tenant.allows(c.name) and c.memory >= memory
     ]

@@ -10,6 +10,7 @@ from collections.abc import Callable, Iterator, Mapping
 from fractions import Fraction
 from typing import Any
 
+from quotaguard.admission.asked import asked_for, rewrites
 from quotaguard.admission.classes import (
     allowed_classes,
     format_gpus,
@@ -275,11 +276,18 @@ def _shared_units(
         return
     shared = [c for c in policy.classes_by_resource.get(resource, []) if c.shared]
     if shared:
+        asked = asked_for(view, container, resource, rewrites(view.hints))
+        written = asked.resource if asked else resource
+        what = (
+            f"{asked}, which is shared class"
+            if asked and asked.became
+            else f"{count} units of shared class"
+        )
         yield Denial(
             "shared-units",
-            f"{_who(tenant)}{container.title} asks for {count} units of shared class "
-            f'"{shared[0].name}" ({resource}); time-slicing gives one container no extra '
-            f"compute for more units: ask for {resource}: 1",
+            f'{_who(tenant)}{container.title} asks for {what} "{shared[0].name}" ({resource}); '
+            f"time-slicing gives one container no extra compute for more units: ask for "
+            f"{written}: 1",
         )
 
 
@@ -298,12 +306,6 @@ def _max_per_pod(
     total = sum((count * worth(r) for r, count in reserved.items()), Fraction(0))
     if total <= ceiling:
         return None
-    asked = ", ".join(
-        f"{c.label}: {r}={count} = {format_gpus(count * worth(r))}"
-        for c in view.gpu_containers
-        for r in c.limits
-        if (count := parse_gpu_count(c.limits[r]))
-    )
     init_note = (
         "; init containers count as the largest one"
         if any(c.init for c in view.gpu_containers)
@@ -313,10 +315,31 @@ def _max_per_pod(
     unit = "GPU-equivalent" if limit == 1 else "GPU-equivalents"
     return Denial(
         "max-gpus-per-pod",
-        f'tenant "{tenant.name}" allows at most {limit:g} {unit} per pod (maxGPUsPerPod); '
-        f"{where}pod asks for {format_gpus(total)} ({asked}{init_note}); request fewer GPUs or "
+        f"{_who(tenant)}at most {limit:g} {unit} per pod (maxGPUsPerPod); {where}pod asks for "
+        f"{format_gpus(total)} ({_asked_list(view, worth)}{init_note}); request fewer GPUs or "
         "smaller classes, or use a namespace of a tenant that allows more",
     )
+
+
+def _asked_list(view: TemplateView, worth: Callable[[str], Fraction]) -> str:
+    """`main: nvidia.com/gpu: 8 as nvidia.com/mig-3g.40gb = 3.43, sidecar: nvidia.com/gpu: 1`:
+    each container as the manifest wrote it, with what it became and is worth when that
+    differs."""
+    found = rewrites(view.hints)
+    parts = []
+    for container in view.gpu_containers:
+        for resource in container.limits:
+            asked = asked_for(view, container, resource, found)
+            if asked is None:
+                continue
+            text = f"{container.label}: {asked}"
+            if asked.became:
+                text += f" as {resource}"
+            each = worth(resource)
+            if each != 1:
+                text += f" = {format_gpus(asked.amount * each)}"
+            parts.append(text)
+    return ", ".join(parts)
 
 
 def _upper_bound(view: TemplateView, worth: Callable[[str], Fraction]) -> Fraction:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from quotaguard.kube.names import MIG_PREFIX
+from quotaguard.kube.names import GPU_RESOURCE, MIG_PREFIX
 from quotaguard.kube.quantity import QuantityError, parse_duration, parse_quantity
 from quotaguard.kube.values import mapping as _map
 from quotaguard.policy.catalogue import matching_profiles
@@ -54,9 +54,15 @@ def check_policy(document: Mapping[str, Any]) -> list[Problem]:
     problems += _duplicate_queues(tenants)
     problems += _gpu_classes(classes)
     problems += _namespace_overlaps(tenants, spec.get("exemptNamespaces", list(DEFAULT_EXEMPT)))
+    whole_names = {
+        c["name"]
+        for _, c in classes
+        if isinstance(c.get("name"), str) and c.get("resource") == GPU_RESOURCE
+    }
     for index, tenant in tenants:
         problems += _tenant(index, tenant, class_names, mig_names)
         problems += check_lists(index, tenant, resources, mig_names, spec.get("backend"))
+        problems += _best_fit_fallthrough(index, tenant, whole_names)
     problems += _rebalance(_map(spec.get("rebalance")))
     problems += check_geometry(spec)
     return problems
@@ -304,6 +310,40 @@ def _target(
         yield Problem(
             path, f"rewrite target {target!r} is not in the allowedClasses of tenant {tenant!r}"
         )
+
+
+def _best_fit_fallthrough(
+    index: int, tenant: Mapping[str, Any], whole_names: set[Any]
+) -> Iterator[Problem]:
+    """A pod without a memory hint passes a `best-fit` rule on to the next rule; warn where
+    no later rule can take it (every later one needs a memory hint)."""
+    rules = _items(tenant.get("rewrite"))
+    name = tenant.get("name", f"#{index}")
+    allowed = tenant.get("allowedClasses")
+    for number, (position, rule) in enumerate(rules):
+        if rule.get("to") != BEST_FIT or _needs_memory(rule):
+            continue
+        if any(not _needs_memory(later) for _, later in rules[number + 1 :]):
+            continue
+        denied = isinstance(allowed, list) and not whole_names & set(allowed)
+        outcome = (
+            f"a whole GPU, which tenant {name!r} does not allow: such pods are denied"
+            if denied
+            else "a whole GPU"
+        )
+        yield Problem(
+            ("spec", "tenants", index, "rewrite", position, "to"),
+            f"a pod without quotaguard.dev/gpu-memory passes best-fit on to the next rule, and "
+            f"no rule after this one takes it: its {GPU_RESOURCE} stays {outcome} (add a rule "
+            "without a memory condition after it)",
+            "warning",
+        )
+        return
+
+
+def _needs_memory(rule: Mapping[str, Any]) -> bool:
+    when = _map(rule.get("when"))
+    return when.get("memoryAtMost") is not None or when.get("memoryAtLeast") is not None
 
 
 def _rebalance(rebalance: Mapping[str, Any]) -> Iterator[Problem]:

@@ -167,9 +167,9 @@ WORDING = [
     (
         pod(gpu(9)),
         "training",
-        'tenant "training" allows at most 8 GPU-equivalents per pod (maxGPUsPerPod); pod asks for '
-        "9 (main: nvidia.com/gpu=9 = 9); request fewer GPUs or smaller classes, or use a "
-        "namespace of a tenant that allows more",
+        'tenant "training": at most 8 GPU-equivalents per pod (maxGPUsPerPod); pod asks for 9 '
+        "(main: nvidia.com/gpu: 9); request fewer GPUs or smaller classes, or use a namespace of "
+        "a tenant that allows more",
     ),
 ]
 

@@ -46,8 +46,9 @@ def rewritten(policy, obj, namespace):
         ("inference", {"quotaguard.dev/gpu-memory": "10Gi"}, 1, "nvidia.com/mig-1g.10gb"),
         ("inference", {"quotaguard.dev/gpu-memory": "11Gi"}, 1, "nvidia.com/mig-3g.40gb"),
         ("serving-x", {"quotaguard.dev/gpu-memory": "40Gi"}, 1, "nvidia.com/mig-3g.40gb"),
-        # no hint / no fitting class: best-fit keeps the whole GPU
-        ("inference", {}, 1, "nvidia.com/gpu"),
+        # no hint: best-fit passes it on to the next rule (the catch-all); no fitting class:
+        # best-fit keeps the whole GPU
+        ("inference", {}, 1, "nvidia.com/mig-3g.40gb"),
         ("inference", {"quotaguard.dev/gpu-memory": "64Gi"}, 1, "nvidia.com/gpu"),
         # first rule does not match 2 GPUs; the catch-all does
         ("inference", {}, 2, "nvidia.com/mig-3g.40gb"),

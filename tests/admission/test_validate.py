@@ -81,14 +81,14 @@ DENIED = [
         pod(gpu(3, resource=MIG_3G)),
         "inference",
         "max-gpus-per-pod",
-        ["at most 1 GPU-equivalent per pod", "1.29", "main: nvidia.com/mig-3g.40gb=3"],
+        ["at most 1 GPU-equivalent per pod", "1.29", "(main: nvidia.com/mig-3g.40gb: 3 = 1.29)"],
     ),
     (
         "summed over containers",
         pod(gpu(5, name="a"), gpu(4, name="b")),
         "training",
         "max-gpus-per-pod",
-        ["pod asks for 9", "a: nvidia.com/gpu=5", "b: nvidia.com/gpu=4"],
+        ["pod asks for 9", "(a: nvidia.com/gpu: 5, b: nvidia.com/gpu: 4)"],
     ),
     (
         "init container larger than the rest",
