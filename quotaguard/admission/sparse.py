@@ -2,11 +2,11 @@
 
 An 11 KB Pod review is mostly env vars, probes, volumes and managedFields that admission never
 looks at; building Python objects for all of it costs more than the decision. The schema below
-names what the engine reads (the review's request, the object's metadata, and for Pods, Jobs,
-JobSets and Volcano Jobs the pod templates down to container names and resources) and msgspec
-skips the rest without building it. The result is the review as plain dicts and lists, minus
-the unread fields, so the engine runs on it unchanged and its patches address the object as
-it arrived.
+names what the engine reads (the review's request, the object's metadata, and for every kind of
+`quotaguard.kube.kinds` the pod templates down to container names and resources, built from
+the kind table by `sparse_schema`) and msgspec skips the rest without building it. The result
+is the review as plain dicts and lists, minus the unread fields, so the engine runs on it
+unchanged and its patches address the object as it arrived.
 
 A body the schema does not fit (a field of an unexpected type, a lone surrogate, NaN) is not
 refused here: it is decoded whole by the standard library and judged by the engine as before,
@@ -22,6 +22,9 @@ from typing import Any
 
 import msgspec
 from msgspec import UNSET, Struct, UnsetType
+
+from quotaguard.admission.sparse_schema import object_schema
+from quotaguard.kube.kinds import kind_of
 
 
 class _Resources(Struct, omit_defaults=True):
@@ -50,43 +53,7 @@ class _PodSpec(Struct, omit_defaults=True):
     priorityClassName: Any = UNSET  # noqa: N815
 
 
-class _PodTemplate(Struct, omit_defaults=True):
-    metadata: _Metadata | UnsetType | None = UNSET
-    spec: _PodSpec | UnsetType | None = UNSET
-
-
-class _VolcanoTask(Struct, omit_defaults=True):
-    name: Any = UNSET
-    template: _PodTemplate | UnsetType | None = UNSET
-
-
-class _JobSpec(Struct, omit_defaults=True):
-    template: _PodTemplate | UnsetType | None = UNSET
-
-
-class _JobTemplate(Struct, omit_defaults=True):
-    spec: _JobSpec | UnsetType | None = UNSET
-
-
-class _ReplicatedJob(Struct, omit_defaults=True):
-    name: Any = UNSET
-    template: _JobTemplate | UnsetType | None = UNSET
-
-
-class _Spec(_PodSpec, omit_defaults=True):
-    """A Pod's spec and the workload fields of a Job, JobSet or Volcano Job, in one."""
-
-    template: _PodTemplate | UnsetType | None = UNSET
-    tasks: list[_VolcanoTask] | UnsetType | None = UNSET
-    replicatedJobs: list[_ReplicatedJob] | UnsetType | None = UNSET  # noqa: N815
-    queue: Any = UNSET
-
-
-class _Object(Struct, omit_defaults=True):
-    apiVersion: Any = UNSET  # noqa: N815
-    kind: Any = UNSET
-    metadata: _Metadata | UnsetType | None = UNSET
-    spec: _Spec | UnsetType | None = UNSET
+_Object: Any = object_schema(_Metadata, _PodSpec, _Resources)
 
 
 class _Request(Struct, omit_defaults=True):
@@ -109,28 +76,18 @@ class _Review(Struct, omit_defaults=True):
 
 _DECODER = msgspec.json.Decoder(_Review)
 _to_builtins = msgspec.to_builtins
-# The kinds whose every read field the schema above names. Any other kind (a CronJob's
-# spec.jobTemplate, a PyTorchJob's spec.pytorchReplicaSpecs, ...) is decoded whole: the schema
-# would drop its templates and the engine would see nothing to rewrite.
-_SCHEMA_KINDS = frozenset(
-    {
-        ("v1", "Pod"),
-        ("batch/v1", "Job"),
-        ("jobset.x-k8s.io/v1alpha2", "JobSet"),
-        ("batch.volcano.sh/v1alpha1", "Job"),
-    }
-)
 
 
 def _schema_fits(review: _Review) -> bool:
+    """The object is of a kind of the table (any other kind is decoded whole: the schema
+    would drop what such a kind keeps, and the engine allows it unread anyway)."""
     request = review.request
     if not isinstance(request, _Request):
         return True
     obj = request.object if isinstance(request.object, _Object) else request.oldObject
     if not isinstance(obj, _Object):
         return True
-    kind = (obj.apiVersion, obj.kind)
-    return all(isinstance(part, str) for part in kind) and kind in _SCHEMA_KINDS
+    return kind_of({"apiVersion": obj.apiVersion, "kind": obj.kind}) is not None
 
 
 def decode_review_body(body: bytes) -> Any:

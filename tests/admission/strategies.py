@@ -1,11 +1,15 @@
 """Hypothesis strategies for the workloads admission sees: well-formed Pods, Jobs, Volcano Jobs
-and JobSets with GPU requests, hints and queue labels in the mix."""
+and JobSets (and objects of every kind of the table) with GPU requests, hints and queue labels
+in the mix."""
 
 from __future__ import annotations
 
 from hypothesis import strategies as st
 
 from quotaguard.admission.names import KUEUE_QUEUE_LABEL
+from quotaguard.kube.kinds import KINDS
+
+from .builders import of_kind
 
 NAMESPACES = ["inference", "serving-a", "training", "research-x", "nb-a", "notebooks", "default"]
 GPU_RESOURCES = [
@@ -112,3 +116,19 @@ def workloads(draw):
         "metadata": metadata,
         "spec": {"replicatedJobs": [{"name": "r", "template": {"spec": {"template": template}}}]},
     }
+
+
+@st.composite
+def table_workloads(draw):
+    """An object of any kind of the kind table, with one to three pod templates (a TrainJob
+    takes the first one's first container's resources)."""
+    kind = draw(st.sampled_from([k.id for k in KINDS]))
+    templates = []
+    for _ in range(draw(st.integers(1, 3))):
+        found = {"spec": draw(pod_specs())}
+        if draw(st.booleans()):
+            found["metadata"] = draw(metadatas())
+        templates.append(found)
+    obj = of_kind(kind, *templates)
+    obj["metadata"] = draw(metadatas())
+    return obj

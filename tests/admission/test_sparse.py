@@ -20,9 +20,11 @@ from hypothesis import strategies as st
 
 from quotaguard.admission import BadReview, review
 from quotaguard.admission.sparse import decode_review_body
+from quotaguard.admission.sparse_schema import schema_tree
+from quotaguard.kube.kinds import KINDS
 
-from .builders import at
-from .strategies import NAMESPACES, workloads
+from .builders import at, gpu, of_kind, template
+from .strategies import NAMESPACES, table_workloads, workloads
 from .test_odd_input import body_of, odd_objects, places
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -221,18 +223,58 @@ def test_a_body_nested_deeper_than_python_decodes_raises_recursion_error():
         decode_review_body(body)
 
 
+@SETTINGS
+@given(
+    obj=padded(rich(table_workloads())),
+    namespace=st.sampled_from(["inference", "training", "research-x", "nb-a"]),
+    backend=backends,
+    operation_path=paths,
+    operation=operations,
+    old=st.none() | padded(table_workloads()),
+)
+def test_every_kind_of_the_table_gets_the_same_answer(
+    policies, obj, namespace, backend, operation_path, operation, old
+):
+    assert_same_answer(policies[backend], obj, namespace, operation_path, operation, old)
+
+
+@pytest.mark.parametrize("kind", [k.id for k in KINDS])
+def test_every_kind_of_the_table_is_decoded_sparse_with_its_templates(policy, kind):
+    """Through the API server a PyTorchJob once arrived as `spec: {}` and was never rewritten:
+    each kind's templates survive the schema, and what admission does not read is dropped."""
+    templates = [template(gpu(1), env=[{"name": "A", "value": "b"}]) for _ in range(2)]
+    obj = of_kind(kind, *templates, annotations={"quotaguard.dev/gpu-memory": "8Gi"})
+    body = json.dumps(body_of(obj, "inference", "CREATE", None)).encode()
+    sparse = decode_review_body(body)
+    assert sparse != json.loads(body)
+    text = json.dumps(sparse)
+    # An AppWrapper's components are kept whole: any kind may be inside.
+    assert ('"env"' not in text and '"image"' not in text) or kind == "AppWrapper"
+    answer = outcome(policy, sparse, "mutate")
+    assert answer == outcome(policy, json.loads(body), "mutate")
+    assert answer[1]["response"]["patch"]  # the templates were found, and rewritten
+
+
 @pytest.mark.parametrize(
     ("api_version", "kind", "spec"),
     [
-        ("batch/v1", "CronJob", {"jobTemplate": {"spec": {"template": {"spec": {}}}}}),
-        ("kubeflow.org/v1", "PyTorchJob", {"pytorchReplicaSpecs": {"Worker": {"replicas": 1}}}),
-        ("apps/v1", "Deployment", {"replicas": 2, "template": {"spec": {}}}),
+        ("apps/v1", "DaemonSet", {"template": {"spec": {"containers": [{"name": "a"}]}}}),
+        ("example.com/v1", "Trainer", {"replicaSpecs": {"Worker": {"replicas": 1}}}),
     ],
 )
-def test_kinds_the_schema_does_not_describe_are_decoded_whole(api_version, kind, spec):
-    """Through the API server a PyTorchJob arrived as `spec: {}` and was never rewritten."""
+def test_kinds_outside_the_table_are_decoded_whole(api_version, kind, spec):
     obj = {"apiVersion": api_version, "kind": kind, "metadata": {"name": "w"}, "spec": spec}
     body = json.dumps(
         {"apiVersion": "admission.k8s.io/v1", "request": {"uid": "u", "object": obj}}
     ).encode()
     assert decode_review_body(body) == json.loads(body)
+
+
+def test_the_schema_has_every_path_of_every_kind():
+    tree = schema_tree()
+    for kind in KINDS:
+        for place in kind.templates:
+            node = tree
+            for step in place.steps:
+                node = node.children[step.field]
+                assert node.holder == step.kind
