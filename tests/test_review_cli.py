@@ -127,3 +127,42 @@ def test_invalid_policy_exits_1_with_file_line_column(tmp_path, capsys):
     policy = write(tmp_path, broken, "policy.yaml")
     assert main(["review", "--policy", policy, write(tmp_path, POD)]) == 1
     assert capsys.readouterr().err.startswith(f"{policy}:")
+
+
+def test_every_kind_is_reviewed_offline_from_one_file_cluster_scoped_objects_skipped(
+    tmp_path, capsys
+):
+    from quotaguard.kube.kinds import KINDS
+    from tests.admission.builders import gpu, of_kind, template
+
+    hint = {"quotaguard.dev/gpu-memory": "8Gi"}
+    objects = [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "inference"}}]
+    for kind in KINDS:
+        obj = of_kind(kind.id, template(gpu(1)), annotations=hint, namespace="inference")
+        obj["metadata"]["name"] = kind.id.lower()
+        objects.append(obj)
+    objects.append(
+        {
+            "apiVersion": "kueue.x-k8s.io/v1beta1",
+            "kind": "ClusterQueue",
+            "metadata": {"name": "inference"},
+            "spec": {},
+        }
+    )
+    path = write(tmp_path, yaml.safe_dump_all(objects))
+    assert main(["review", "-p", POLICY, "--patched", path]) == 0
+    out, err = capsys.readouterr()
+    stored = json.loads(out)
+    assert [o["kind"] for o in stored] == [k.kind for k in KINDS]
+    assert all("nvidia.com/mig-1g.10gb" in json.dumps(o) for o in stored)
+    assert all('"nvidia.com/gpu"' not in json.dumps(o) for o in stored)
+    assert err.splitlines() == [
+        f"{path}: Namespace/inference: skipped: cluster-scoped, not a workload",
+        f"{path}: ClusterQueue/inference: skipped: cluster-scoped, not a workload",
+    ]
+
+
+def test_a_workload_without_a_namespace_is_still_an_error(tmp_path, capsys):
+    text = POD.replace("  namespace: nb-alice\n", "")
+    assert main(["review", "-p", POLICY, write(tmp_path, text)]) == 2
+    assert "has no metadata.namespace; pass --namespace" in capsys.readouterr().err

@@ -55,10 +55,12 @@ def run(args: argparse.Namespace) -> int:
         return policy
     name = "<stdin>" if args.input == "-" else args.input
     try:
-        reviews = _reviews(_read(args.input, name), name, args.namespace)
+        reviews, skipped = _reviews(_read(args.input, name), name, args.namespace)
     except InputError as exc:
         print(exc, file=sys.stderr)
         return 2
+    for what in skipped:
+        print(f"{name}: {what}: skipped: cluster-scoped, not a workload", file=sys.stderr)
     output = args.output or ("summary" if sys.stdout.isatty() and not args.patched else "json")
     outputs: list[Any] = []
     summaries: list[str] = []
@@ -106,13 +108,19 @@ def _read(path: str, name: str) -> list[object]:
         raise InputError(f"{name}: cannot read: {reason}") from exc
 
 
-def _reviews(documents: list[object], name: str, namespace: str | None) -> list[tuple[str, object]]:
+def _reviews(
+    documents: list[object], name: str, namespace: str | None
+) -> tuple[list[tuple[str, object]], list[str]]:
+    """The reviews to run, and the objects skipped: those of a kind admission does not handle
+    and without a namespace (a Namespace, ClusterQueue, ResourceFlavor in the same file)."""
     from quotaguard.admission import make_review
     from quotaguard.admission.reviews import KIND
+    from quotaguard.kube.kinds import kind_of
 
     if not documents:
         raise InputError(f"{name}: no object to review")
     found: list[tuple[str, object]] = []
+    skipped: list[str] = []
     for number, document in enumerate(_flatten(documents), start=1):
         if not isinstance(document, Mapping):
             raise InputError(f"{name}: document {number} is not an object")
@@ -123,10 +131,13 @@ def _reviews(documents: list[object], name: str, namespace: str | None) -> list[
         metadata = document.get("metadata")
         own = metadata.get("namespace") if isinstance(metadata, Mapping) else None
         target = namespace or (own if isinstance(own, str) else None)
+        if not target and kind_of(document) is None and "kind" in document:
+            skipped.append(what)
+            continue
         if not target:
             raise InputError(f"{name}: {what} has no metadata.namespace; pass --namespace")
         found.append((what, make_review(document, namespace=target, uid=f"review-{number}")))
-    return found
+    return found, skipped
 
 
 def _flatten(documents: list[object]) -> list[object]:
