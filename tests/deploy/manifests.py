@@ -108,6 +108,7 @@ CHART_VALUES = {
     "cert-manager": "certificates.source=certManager",
     "pilot": "pilot.enabled=true",
     "manage-queues": "manageQueues=true",
+    "gpu-operator-configs": "gpuOperatorConfigs.enabled=true",
     "prometheus": "prometheus.enabled=true",
     "network-policy": "networkPolicy.enabled=true,networkPolicy.apiServerCIDRs={10.0.0.0/24}",
 }

@@ -124,7 +124,8 @@ def test_no_wildcard_in_any_rbac_rule(build: list[Manifest]) -> None:
 
 @pytest.mark.parametrize("tool", TOOLS)
 @pytest.mark.parametrize(
-    "components", [["cert-manager"], ["pilot"], ["manage-queues"], ["prometheus"]]
+    "components",
+    [["cert-manager"], ["pilot"], ["manage-queues"], ["prometheus"], ["gpu-operator-configs"]],
 )
 def test_no_wildcard_with_any_component(tmp_path: Path, tool: str, components: list[str]) -> None:
     docs = render(tool, tmp_path / "o", components)
@@ -549,6 +550,38 @@ def test_manage_queues_adds_create_on_queues_only(tmp_path: Path, tool: str) -> 
         ("kueue.x-k8s.io", "clusterqueues", "create"),
         ("scheduling.volcano.sh", "queues", "create"),
     }
+
+
+@pytest.mark.parametrize("tool", TOOLS)
+def test_gpu_operator_configs_grant_reading_one_configmap_in_the_operators_namespace(
+    tmp_path: Path, tool: str
+) -> None:
+    base = render(tool, tmp_path / "b", [])
+    assert not [d for d in base if d["metadata"]["name"] == "quotaguard-controller-mig-configs"]
+    docs = render(tool, tmp_path / "o", ["gpu-operator-configs"])
+    role = one(docs, "Role", "quotaguard-controller-mig-configs")
+    assert role["metadata"]["namespace"] == "gpu-operator"
+    assert role["rules"] == [
+        {
+            "apiGroups": [""],
+            "resources": ["configmaps"],
+            "resourceNames": ["default-mig-parted-config"],
+            "verbs": ["get"],
+        }
+    ]
+    binding = one(docs, "RoleBinding", "quotaguard-controller-mig-configs")
+    assert binding["metadata"]["namespace"] == "gpu-operator"
+    assert binding["subjects"] == [
+        {
+            "kind": "ServiceAccount",
+            "name": "quotaguard-controller",
+            "namespace": "quotaguard-system",
+        }
+    ]
+    (args,) = container_args(deployment(docs, "quotaguard-controller"))
+    if tool == "helm":
+        assert args[args.index("--gpu-operator-namespace") + 1] == "gpu-operator"
+    build_parser().parse_args(args)
 
 
 @pytest.mark.parametrize("tool", TOOLS)
