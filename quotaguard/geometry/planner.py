@@ -267,10 +267,21 @@ def _sort(policy: TenantPolicy, views: Sequence[NodeView], now: float) -> _Sorte
             )
             continue
         dwell_until = (view.changed_at or -float("inf")) + pool.pool.min_dwell
+        if now < dwell_until:
+            # Hysteresis: a node changed less than minDwell ago keeps its layout and is not even
+            # retargeted, so a plan carried out is never shown as about to be undone.
+            found.rows[view.name] = NodeLayout(
+                view.name,
+                name,
+                view.current,
+                view.current,
+                "keep",
+                f"minDwell: changed {now - (view.changed_at or now):.0f}s ago, "
+                f"not moved before {dwell_until - now:.0f}s from now",
+            )
+            continue
         idle_enough = view.gpu_pods == 0 or pool.pool.drain == "wait"
-        found.candidates.append(
-            _Candidate(view, pool, dict(view.capacity), now >= dwell_until and idle_enough)
-        )
+        found.candidates.append(_Candidate(view, pool, dict(view.capacity), idle_enough))
     return found
 
 

@@ -106,7 +106,10 @@ def test_min_dwell_and_busy_nodes_wait():
         now=NOW,
     )
     by_name = {n.name: n for n in result.nodes}
-    assert by_name["fresh"].action == "wait" and "minDwell" in by_name["fresh"].reason
+    # Changed a minute ago: kept as it is (not even retargeted) until minDwell has passed.
+    fresh = by_name["fresh"]
+    assert fresh.action == "keep" and fresh.target == fresh.current
+    assert "minDwell" in fresh.reason
     assert by_name["busy"].action == "wait" and "drain is idle-only" in by_name["busy"].reason
     waited = policy(maxChanging=4, drain="wait")
     result = plan_layouts(
