@@ -53,7 +53,13 @@ class _PodSpec(Struct, omit_defaults=True):
     priorityClassName: Any = UNSET  # noqa: N815
 
 
-_Object: Any = object_schema(_Metadata, _PodSpec, _Resources)
+class _Object(Struct, omit_defaults=True):
+    """A Pod, the common case, decoded first (see `decode_review_body`)."""
+
+    apiVersion: Any = UNSET  # noqa: N815
+    kind: Any = UNSET
+    metadata: _Metadata | UnsetType | None = UNSET
+    spec: _PodSpec | UnsetType | None = UNSET
 
 
 class _Request(Struct, omit_defaults=True):
@@ -74,20 +80,42 @@ class _Review(Struct, omit_defaults=True):
     request: _Request | UnsetType | None = UNSET
 
 
-_DECODER = msgspec.json.Decoder(_Review)
+def _widened(obj: Any) -> Any:
+    """`_Review` with `obj` as the type of its object and old object."""
+    fields = [
+        (f.name, obj | UnsetType | None if f.name in ("object", "oldObject") else f.type, UNSET)
+        for f in msgspec.structs.fields(_Request)
+    ]
+    request = msgspec.defstruct("Request", fields, omit_defaults=True)
+    return msgspec.defstruct(
+        "Review",
+        [
+            (f.name, request | UnsetType | None if f.name == "request" else f.type, UNSET)
+            for f in msgspec.structs.fields(_Review)
+        ],
+        omit_defaults=True,
+    )
+
+
+_POD_DECODER = msgspec.json.Decoder(_Review)
+# Every kind of the table: more fields to look up, so a Pod is not decoded with it.
+_DECODER = msgspec.json.Decoder(_widened(object_schema(_Metadata, _PodSpec, _Resources)))
 _to_builtins = msgspec.to_builtins
+_POD = ("v1", "Pod")
 
 
-def _schema_fits(review: _Review) -> bool:
-    """The object is of a kind of the table (any other kind is decoded whole: the schema
-    would drop what such a kind keeps, and the engine allows it unread anyway)."""
+def _kinds(review: Any) -> set[tuple[str, str]] | None:
+    """(apiVersion, kind) of the object and old object; None when one is not a string."""
     request = review.request
     if not isinstance(request, _Request):
-        return True
-    obj = request.object if isinstance(request.object, _Object) else request.oldObject
-    if not isinstance(obj, _Object):
-        return True
-    return kind_of({"apiVersion": obj.apiVersion, "kind": obj.kind}) is not None
+        return set()
+    found = set()
+    for obj in (request.object, request.oldObject):
+        if isinstance(obj, _Object):
+            if not (isinstance(obj.apiVersion, str) and isinstance(obj.kind, str)):
+                return None
+            found.add((obj.apiVersion, obj.kind))
+    return found
 
 
 def decode_review_body(body: bytes) -> Any:
@@ -95,9 +123,19 @@ def decode_review_body(body: bytes) -> Any:
     schema does not fit it or its object is of a kind the schema does not describe. Raises
     `ValueError` (or `RecursionError`) when `body` is not JSON."""
     try:
-        review = _DECODER.decode(body)
+        review = _POD_DECODER.decode(body)
     except (msgspec.MsgspecError, RecursionError):
         return json.loads(body)
-    if not _schema_fits(review):
+    kinds = _kinds(review)
+    if kinds is None:
         return json.loads(body)
-    return _to_builtins(review)
+    if not kinds or kinds == {_POD}:
+        return _to_builtins(review)
+    # Any other kind of the table is decoded again with its templates; one outside it whole
+    # (the schema would drop what such a kind keeps, and the engine allows it unread anyway).
+    if not all(kind_of({"apiVersion": a, "kind": k}) for a, k in kinds):
+        return json.loads(body)
+    try:
+        return _to_builtins(_DECODER.decode(body))
+    except (msgspec.MsgspecError, RecursionError):
+        return json.loads(body)
