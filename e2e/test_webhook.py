@@ -648,12 +648,16 @@ def test_the_default_queue_and_another_scheduler_are_refused(webhook: Webhook) -
     escape = pod("escape", TRAINING, gpus(8), labels={QUEUE_LABEL: "default"})
     escape["spec"]["schedulerName"] = "my-scheduler"
     stderr = webhook.refused(escape)
-    assert denial("pods.validate.quotaguard.dev", "(1) ") in stderr
     assert (
-        'tenant "training": queue "default" (label kueue.x-k8s.io/queue-name) is not a queue '
-        'of the tenant; GPU workloads in namespace "research-webhook-e2e" go to "training"'
-    ) in stderr
-    assert '(2) tenant "training": schedulerName "my-scheduler" is not a scheduler' in stderr
+        denial(
+            "pods.validate.quotaguard.dev",
+            'tenant "training": (1) queue "default" (label kueue.x-k8s.io/queue-name) is not a '
+            'queue of the tenant; GPU workloads in namespace "research-webhook-e2e" go to '
+            '"training"',
+        )
+        in stderr
+    )
+    assert '(2) schedulerName "my-scheduler" is not a scheduler' in stderr
 
 
 def test_node_selector_against_the_class_placement_is_refused(webhook: Webhook) -> None:

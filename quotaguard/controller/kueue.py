@@ -237,14 +237,19 @@ def desired_spec(
     return desired
 
 
-def owned_spec(desired: Mapping[str, Any], *, api_version: str) -> JsonObject:
+def owned_spec(
+    desired: Mapping[str, Any], *, api_version: str, tenant: Tenant | None = None
+) -> JsonObject:
     """What quotaguard applies of a built spec: resourceGroups (an atomic list in Kueue's
     schema, so the whole list, the groups and fields it does not manage copied as they are),
-    the cohort and the fair-sharing weight. Every other field is left to its manager."""
+    the cohort, the fair-sharing weight, and the flavor fungibility when `tenant` sets it.
+    Every other field is left to its manager."""
     owned: JsonObject = {"resourceGroups": copy.deepcopy(list(desired.get("resourceGroups") or ()))}
     cohort = cohort_field(api_version)
     if desired.get(cohort) is not None:
         owned[cohort] = desired[cohort]
+    if tenant is not None and tenant.flavor_fungibility is not None:
+        owned["flavorFungibility"] = copy.deepcopy(desired.get("flavorFungibility"))
     weight = (desired.get("fairSharing") or {}).get("weight")
     if weight is not None:
         owned["fairSharing"] = {"weight": weight}

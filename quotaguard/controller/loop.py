@@ -527,7 +527,11 @@ class Controller:
             ),
             same=kueue.same_spec,
             describe=kueue.quota_changes,
-            owned=functools.partial(kueue.owned_spec, api_version=api.api_version),
+            owned=functools.partial(
+                kueue.owned_spec,
+                api_version=api.api_version,
+                tenant=policy.tenants_by_name.get(tenant.name),
+            ),
         )
 
     def _write_all(

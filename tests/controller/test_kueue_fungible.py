@@ -9,7 +9,7 @@ import textwrap
 
 import pytest
 
-from quotaguard.controller.kueue import desired_spec
+from quotaguard.controller.kueue import desired_spec, owned_spec
 from quotaguard.policy.loader import load_policy_text
 from quotaguard.quota.cluster import ResourceQuota
 
@@ -115,6 +115,20 @@ def test_a_tenant_without_lists_keeps_the_queues_order_and_its_fungibility():
     )
     assert [f["name"] for f in gpu_group(spec)["flavors"]] == ["a100", "h100", "mig1"]
     assert spec["flavorFungibility"] == {"whenCanBorrow": "MayStopSearch"}
+
+
+def test_the_applied_part_carries_the_fungibility_only_of_a_tenant_that_sets_it():
+    """Server-side apply writes only what it sends: a fungibility built but not applied would
+    never reach the queue."""
+    chosen = policy()
+    current = {"flavorFungibility": {"whenCanBorrow": "MayStopSearch"}}
+    for name, expected in (("training", "TryNextFlavor"), ("other", None)):
+        tenant = chosen.tenants_by_name[name]
+        desired = desired_spec(
+            current, chosen, api_version=V1BETA2, quotas=QUOTAS, weight=1, tenant=tenant
+        )
+        owned = owned_spec(desired, api_version=V1BETA2, tenant=tenant)
+        assert (owned.get("flavorFungibility") or {}).get("whenCanBorrow") == expected
 
 
 @pytest.mark.parametrize(
