@@ -73,6 +73,8 @@ class ArmMetrics:
     plans: int
     # where the idle GPU-equivalent seconds were (engine.IDLE_KINDS), sampled every interval
     idle: Mapping[str, float] = field(default_factory=dict)
+    # node layout changes started (None: the arm never changes a layout)
+    layout_changes: int | None = None
 
     @property
     def fragmented_gpu_seconds(self) -> float:
@@ -213,6 +215,7 @@ def arm_metrics(shared: Setup, run: ArmRun) -> ArmMetrics:
         unmanaged=unmanaged,
         plans=run.plans,
         idle=dict(run.series.idle),
+        layout_changes=len(run.layout_changes) if run.name == "geometry" else None,
     )
 
 
@@ -248,5 +251,6 @@ def metrics_json(metrics: ArmMetrics) -> dict[str, Any]:
         "unmanaged": metrics.unmanaged,
         "fragmentedGpuHours": round(metrics.fragmented_gpu_seconds / 3600, 2),
         "idleGpuHours": {kind: round(seconds / 3600, 2) for kind, seconds in metrics.idle.items()},
+        **({} if metrics.layout_changes is None else {"layoutChanges": metrics.layout_changes}),
         "tenants": {name: _outcome_json(row) for name, row in sorted(metrics.tenants.items())},
     }

@@ -146,6 +146,17 @@ def summary_rows(simulation: Simulation) -> list[list[str]]:
     for label, figure in SUMMARY:
         cap = percent(simulation.bound) if label in BOUNDED else ""
         rows.append([label, *(figure(metrics) for metrics in arms), cap])
+    if any(metrics.layout_changes is not None for metrics in arms):
+        rows.append(
+            [
+                "node layout changes",
+                *(
+                    "-" if metrics.layout_changes is None else count(metrics.layout_changes)
+                    for metrics in arms
+                ),
+                "",
+            ]
+        )
     return rows
 
 

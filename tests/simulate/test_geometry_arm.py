@@ -122,6 +122,17 @@ def test_a_node_changing_layout_serves_nothing_for_reconfigure_time():
     assert min(simulation.runs["pool"].admitted_at.values()) == 0
 
 
+def test_the_report_counts_the_layout_changes_of_the_geometry_arm_only():
+    from quotaguard.simulate.report import render_text, result_json
+
+    simulation = run(policy(), [small(0, 56)])
+    document = result_json(simulation)
+    assert document["geometry"]["layoutChanges"] == 1
+    assert "layoutChanges" not in document["pool"]  # a pool never changes a layout
+    [row] = [line for line in render_text(simulation).splitlines() if "layout changes" in line]
+    assert row.split()[-2:] == ["-", "1"]  # pool, geometry
+
+
 def test_a_node_busy_with_idle_only_drain_is_never_touched():
     # a 3g job holds a100-1 for the whole span; the 1g flood turns only the idle a100-2
     simulation = run(policy(), [large(0, 1, "6h"), small(60, 120)], node_count=2)
@@ -202,8 +213,9 @@ def test_without_geometry_the_arm_is_the_dynamic_arm():
         update={"spec": policy().spec.model_copy(update={"geometry": None})}
     )
     simulation = run(plain, [small(0, 56), large(600, 10)], arms=("dynamic", "geometry"))
-    same = dataclasses.replace(simulation.metrics["geometry"], name="dynamic")
+    same = dataclasses.replace(simulation.metrics["geometry"], name="dynamic", layout_changes=None)
     assert same == simulation.metrics["dynamic"]
+    assert simulation.metrics["geometry"].layout_changes == 0
     assert geometry_run(simulation).layout_changes == ()
 
 
