@@ -51,6 +51,14 @@ def register(verbs: Any) -> None:
         default="table",
         help="table, json (the report shape), csv, or html (the /reports page, self-contained)",
     )
+    parser.add_argument(
+        "--gpu-operator-namespace",
+        default="gpu-operator",
+        metavar="NS",
+        help="where the GPU operator's ConfigMap default-mig-parted-config is (read from the "
+        "cluster or found in the snapshot) when the policy's geometry pools name configs it "
+        "does not define (default gpu-operator)",
+    )
     telemetry = parser.add_mutually_exclusive_group()
     telemetry.add_argument(
         "--gpu-metrics",
@@ -111,12 +119,8 @@ def _get_json(api: Any, path: str) -> Any:
     return json.loads(data)
 
 
-def _list_cluster(kubeconfig: str, context: str | None, backend: str) -> list[Any]:
+def _list_cluster(api: Any, backend: str) -> list[Any]:
     """Every object the planner reads, listed once each, as plain dicts."""
-    from quotaguard.kube.client import api_client
-
-    # One retry, then say so: a person is waiting.
-    api = api_client(kubeconfig, context=context, retries=1)
     items: list[Any] = []
 
     def add(document: Any, kind: str, api_version: str) -> None:
@@ -178,6 +182,48 @@ def _gpu_facts(args: argparse.Namespace, policy: Any, snapshot: Any) -> Any:
     return facts
 
 
+def _mig_parted_config(args: argparse.Namespace, api: Any, snapshot: Any) -> tuple[str | None, str]:
+    """The text of the GPU operator's mig-parted ConfigMap, or None, and where it was looked for."""
+    from quotaguard.kube.names import MIG_PARTED_CONFIG_KEY, MIG_PARTED_CONFIGMAP
+
+    namespace = args.gpu_operator_namespace
+    where = f"ConfigMap {namespace}/{MIG_PARTED_CONFIGMAP}"
+    if api is None:
+        return snapshot.mig_parted_configs.get(namespace), f"{where} in the snapshot"
+    try:
+        document = _get_json(
+            api, f"/api/v1/namespaces/{namespace}/configmaps/{MIG_PARTED_CONFIGMAP}"
+        )
+    except _NotServed:
+        return None, where
+    except Exception as exc:  # the client's many failure types all mean "cannot read"
+        return None, f"{where} ({str(exc).splitlines()[0]})"
+    text = ((document or {}).get("data") or {}).get(MIG_PARTED_CONFIG_KEY)
+    return (text if isinstance(text, str) else None), where
+
+
+def _with_operator_configs(args: argparse.Namespace, policy: Any, api: Any, snapshot: Any) -> Any:
+    """The policy with the GPU operator's definitions of the configs its pools name but do not
+    define, as the controller reads them; without them, the built-in configs (said)."""
+    from quotaguard.geometry.operatorconfigs import undefined_configs, with_operator_configs
+
+    wanted = undefined_configs(policy)
+    if not wanted:
+        return policy
+    text, where = _mig_parted_config(args, api, snapshot)
+    if text is None:
+        print(
+            f"warning: no {where}: the configs {', '.join(wanted)} are planned as built in, "
+            "if they are",
+            file=sys.stderr,
+        )
+        return policy
+    merged, problems = with_operator_configs(policy, text)
+    for problem in problems:
+        print(f"{where}: warning: {problem}", file=sys.stderr)
+    return merged
+
+
 def run(args: argparse.Namespace) -> int:
     from quotaguard.geometry.capacity import plan_capacity
     from quotaguard.geometry.report import layout_rows
@@ -191,11 +237,16 @@ def run(args: argparse.Namespace) -> int:
     if isinstance(policy, int):
         return policy
     source = args.snapshot or args.kubeconfig or "the cluster"
+    api: Any = None
     try:
         if args.snapshot:
             snapshot = load_snapshot(args.snapshot, gpu_resources=policy.gpu_resources)
         else:
-            items = _list_cluster(args.kubeconfig, args.context, policy.spec.backend)
+            from quotaguard.kube.client import api_client
+
+            # One retry, then say so: a person is waiting.
+            api = api_client(args.kubeconfig, context=args.context, retries=1)
+            items = _list_cluster(api, policy.spec.backend)
             snapshot = parse_objects(items, gpu_resources=policy.gpu_resources)
     except SnapshotError as exc:
         print(exc, file=sys.stderr)
@@ -205,6 +256,7 @@ def run(args: argparse.Namespace) -> int:
         return 2
     for problem in snapshot.problems:
         print(f"{source}: warning: {problem}", file=sys.stderr)
+    policy = _with_operator_configs(args, policy, api, snapshot)
 
     facts = _gpu_facts(args, policy, snapshot)
     current = current_state(policy, snapshot)

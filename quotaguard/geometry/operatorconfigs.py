@@ -15,12 +15,13 @@ from typing import Any
 
 import yaml
 
+from quotaguard.kube.names import MIG_PARTED_CONFIG_KEY, MIG_PARTED_CONFIGMAP
 from quotaguard.policy.migconfig import parse_mig_configs
 from quotaguard.policy.model import TenantPolicy
 from quotaguard.policy.problems import format_path
 
-CONFIGMAP = "default-mig-parted-config"
-CONFIG_KEY = "config.yaml"
+CONFIGMAP = MIG_PARTED_CONFIGMAP
+CONFIG_KEY = MIG_PARTED_CONFIG_KEY
 DEFAULT_NAMESPACE = "gpu-operator"
 
 

@@ -11,6 +11,9 @@ VOLCANO_VERSION = "v1beta1"
 
 # The NVIDIA device plugin's resources: whole GPUs, MIG slices by profile, shared GPUs.
 GPU_RESOURCE = "nvidia.com/gpu"
+# the GPU operator's ConfigMap of mig-parted configs (mig-manager applies them) and its key
+MIG_PARTED_CONFIGMAP = "default-mig-parted-config"
+MIG_PARTED_CONFIG_KEY = "config.yaml"
 SHARED_GPU_RESOURCE = "nvidia.com/gpu.shared"
 MIG_PREFIX = "nvidia.com/mig-"
 # The prefixes of every GPU resource name, for byte-level pre-filters; which names count as

@@ -16,7 +16,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from quotaguard.kube.names import KUEUE_GROUP, KUEUE_QUEUE_LABEL, VOLCANO_GROUP
+from quotaguard.kube.names import (
+    KUEUE_GROUP,
+    KUEUE_QUEUE_LABEL,
+    MIG_PARTED_CONFIG_KEY,
+    MIG_PARTED_CONFIGMAP,
+    VOLCANO_GROUP,
+)
 from quotaguard.kube.podspec import is_gpu_resource, pod_gpus
 from quotaguard.kube.quantity import QuantityError, parse_gpu_count, parse_quantity
 from quotaguard.kube.values import mapping as _map
@@ -147,6 +153,8 @@ class ClusterSnapshot:
     cluster_queues: tuple[ClusterQueue, ...] = ()
     pod_groups: tuple[PodGroup, ...] = ()
     volcano_queues: tuple[VolcanoQueue, ...] = ()
+    # namespace -> the `config.yaml` of a GPU operator's default-mig-parted-config ConfigMap
+    mig_parted_configs: Mapping[str, str] = field(default_factory=dict)
     # one line per object that could not be read completely
     problems: tuple[str, ...] = field(default=())
 
@@ -161,6 +169,12 @@ def _str(value: object) -> str | None:
 
 def _labels(value: object) -> dict[str, str]:
     return {k: v for k, v in _map(value).items() if isinstance(k, str) and isinstance(v, str)}
+
+
+@dataclass(frozen=True)
+class _MigPartedConfig:
+    namespace: str
+    text: str
 
 
 class _Reader:
@@ -211,7 +225,16 @@ class _Reader:
             return self.pod_group(item, name, namespace)
         if kind == "Queue" and group == VOLCANO_GROUP:
             return self.volcano_queue(item, name)
+        if kind == "ConfigMap" and name == MIG_PARTED_CONFIGMAP:
+            return self.mig_parted_config(item, namespace)
         return None
+
+    def mig_parted_config(self, item: Mapping[str, Any], namespace: str) -> _MigPartedConfig | None:
+        text = _map(item.get("data")).get(MIG_PARTED_CONFIG_KEY)
+        if not isinstance(text, str):
+            self.problem(f"data.{MIG_PARTED_CONFIG_KEY} missing; ConfigMap skipped")
+            return None
+        return _MigPartedConfig(namespace, text)
 
     def _identify(self, kind: object, metadata: Mapping[str, Any]) -> tuple[str | None, str]:
         """The object's name and namespace ("default" when unset); problems name it from now."""
@@ -403,6 +426,7 @@ def parse_objects(
         cluster_queues=tuple(found.get(ClusterQueue, ())),
         pod_groups=tuple(found.get(PodGroup, ())),
         volcano_queues=tuple(found.get(VolcanoQueue, ())),
+        mig_parted_configs={c.namespace: c.text for c in found.get(_MigPartedConfig, ())},
         problems=tuple(reader.problems),
     )
 

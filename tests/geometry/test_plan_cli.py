@@ -120,3 +120,51 @@ def test_in_recommend_mode_the_node_still_counts(files, capsys):
     report = json.loads(capsys.readouterr().out)
     assert report["nodes"][0]["action"] == "start"
     assert {row["name"]: row["capacity"] for row in report["classes"]}["mig-1g"] == 32
+
+
+OPERATOR_CONFIG = textwrap.dedent(
+    """\
+    version: v1
+    mig-configs:
+      serving-small:
+        - devices: all
+          mig-enabled: true
+          mig-devices: {1g.10gb: 7}
+    """
+)
+
+
+def _with_operator_config(snapshot: str, namespace: str) -> None:
+    document = json.loads(Path(snapshot).read_text())
+    document["items"].append(
+        {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {"name": "default-mig-parted-config", "namespace": namespace},
+            "data": {"config.yaml": OPERATOR_CONFIG},
+        }
+    )
+    Path(snapshot).write_text(json.dumps(document))
+
+
+@pytest.mark.parametrize("namespace", ["gpu-operator", "nvidia-gpu-operator"])
+def test_a_config_only_the_gpu_operator_defines_is_read_from_its_configmap(
+    files, capsys, namespace
+):
+    policy, snapshot = files
+    Path(policy).write_text(POLICY.replace("all-1g.10gb, all-3g.40gb", "serving-small"))
+    args = ["plan", "--policy", policy, "--snapshot", snapshot, "--output", "json"]
+    if namespace != "gpu-operator":
+        args += ["--gpu-operator-namespace", namespace]
+    main(args)
+    without = capsys.readouterr()
+    assert {row["target"] for row in json.loads(without.out)["nodes"]} <= {None, "all-balanced"}
+    assert f"no ConfigMap {namespace}/default-mig-parted-config in the snapshot" in without.err
+
+    _with_operator_config(snapshot, namespace)
+    main(args)
+    found = capsys.readouterr()
+    # all-balanced is the catalogue's (the ConfigMap lacks it, and says so); serving-small is read
+    assert "config 'all-balanced' is not in it" in found.err and "serving-small" not in found.err
+    targets = {row["name"]: row["target"] for row in json.loads(found.out)["nodes"]}
+    assert "serving-small" in targets.values()
