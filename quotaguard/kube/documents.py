@@ -127,12 +127,24 @@ def check_yaml(text: str, source: str, limits: Limits) -> None:
     the loader, which reports them with their own position."""
     if len(text) > limits.max_bytes:
         raise _too_big(source, limits)
-    walk = _Walk(source, limits)
     try:
-        for event in yaml.parse(text, Loader=_BaseLoader):
-            walk.step(event)
-    except yaml.YAMLError:
-        return
+        _walk(text, source, limits, _BaseLoader)
+    except yaml.YAMLError as exc:
+        if "maximum nesting depth" not in str(exc):
+            return
+        # libyaml >= 0.2.5 refuses past 1,000 flow levels before emitting a single event (its
+        # scanner reads ahead): walk with the pure-Python parser, which gets to our own, lower
+        # limit after a few events and so says where.
+        try:
+            _walk(text, source, limits, yaml.SafeLoader)
+        except yaml.YAMLError:
+            return
+
+
+def _walk(text: str, source: str, limits: Limits, loader: type[Any]) -> None:
+    walk = _Walk(source, limits)
+    for event in yaml.parse(text, Loader=loader):
+        walk.step(event)
 
 
 @dataclass(slots=True)
