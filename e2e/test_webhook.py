@@ -188,7 +188,7 @@ def resource_of(obj: Mapping[str, Any]) -> str:
     """The kubectl resource name of a manifest's kind (fully qualified where kinds clash)."""
     api_version, kind = obj["apiVersion"], obj["kind"]
     group = api_version.rpartition("/")[0]
-    plural = {"Pod": "pods", "Job": "jobs", "JobSet": "jobsets"}[kind]
+    plural = {"Pod": "pods", "Job": "jobs", "JobSet": "jobsets", "ReplicaSet": "replicasets"}[kind]
     return f"{plural}.{group}" if group else plural
 
 
@@ -396,6 +396,31 @@ def test_volcano_job_task_template_is_rewritten(webhook: Webhook) -> None:
     assert annotations_of(worker)["quotaguard.dev/tenant"] == "training"
     assert limits_of(ps) == {"cpu": "4"}
     assert annotations_of(stored)["quotaguard.dev/tenant"] == "training"
+
+
+def test_a_replicaset_template_is_rewritten_and_queued(webhook: Webhook) -> None:
+    """A kind Kueue does not integrate but the kind table does: its pods would otherwise take
+    whole GPUs; the template is rewritten and the queue label is put on the template."""
+    replicaset = {
+        "apiVersion": "apps/v1",
+        "kind": "ReplicaSet",
+        "metadata": {"name": "bare-rs", "namespace": TRAINING},
+        "spec": {
+            "replicas": 0,  # no pods: only the ReplicaSet object matters here
+            "selector": {"matchLabels": {"app": "bare-rs"}},
+            "template": {
+                "metadata": {
+                    "labels": {"app": "bare-rs"},
+                    "annotations": {"quotaguard.dev/gpu-memory": "30Gi"},
+                },
+                "spec": {"containers": [{"name": "server", "image": "x", "resources": gpus(1)}]},
+            },
+        },
+    }
+    stored, _ = webhook.create(replicaset)
+    template = stored["spec"]["template"]
+    assert limits_of(template) == {MIG_3G: "1"}
+    assert labels_of(template)[QUEUE_LABEL] == "training"
 
 
 def training_job(name: str) -> dict[str, Any]:
