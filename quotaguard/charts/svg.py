@@ -22,10 +22,16 @@ TICK_STEPS = (600, 1800, 3600, 7200, 10800, 14400, 21600, 43200, 86400, 172800, 
 
 @dataclass(frozen=True, slots=True)
 class Line:
+    """`band`: a wide pale stroke that a thin line of the same colour stays visible on;
+    `area`: the region under the line filled pale, visible even where another line covers
+    its edge. Bands and areas are drawn first, whatever their place in the legend."""
+
     label: str
     values: Sequence[float]
     color: str
     dashed: bool = False
+    band: bool = False
+    area: bool = False
 
 
 def color(index: int) -> str:
@@ -140,18 +146,38 @@ def _y(value: float, top: float) -> float:
     return TOP + plot_h * (1 - (value / top if top > 0 else 0))
 
 
+BAND_WIDTH, BAND_OPACITY, AREA_OPACITY = 7, 0.3, 0.16
+
+
+def _stroke(line: Line) -> str:
+    """The stroke attributes of a line, the same in the plot and in its legend key."""
+    if line.band:
+        return f'stroke-width="{BAND_WIDTH}" stroke-opacity="{BAND_OPACITY}"'
+    dash = ' stroke-dasharray="5 3"' if line.dashed else ""
+    return f'stroke-width="1.6"{dash}'
+
+
 def _legend(lines: Sequence[Line], right: int) -> list[str]:
     parts = []
     for index, line in enumerate(lines):
         y = TOP + 14 * index
         x = WIDTH - right + 12
-        dash = ' stroke-dasharray="5 3"' if line.dashed else ""
+        hue = escape(line.color)
+        if line.area:
+            parts.append(
+                f'<rect x="{x}" y="{y - 5}" width="18" height="9" fill="{hue}" '
+                f'fill-opacity="{AREA_OPACITY * 2}"/>'
+            )
         parts.append(
-            f'<line x1="{x}" x2="{x + 18}" y1="{y}" y2="{y}" stroke="{escape(line.color)}" '
-            f'stroke-width="2"{dash}/>'
+            f'<line x1="{x}" x2="{x + 18}" y1="{y}" y2="{y}" stroke="{hue}" {_stroke(line)}/>'
         )
         parts.append(f'<text x="{x + 24}" y="{y + 4}" class="legend">{escape(line.label)}</text>')
     return parts
+
+
+def _drawing_order(lines: Sequence[Line]) -> list[int]:
+    """Areas, then bands, then plain lines: nothing pale is drawn over a thin line."""
+    return sorted(range(len(lines)), key=lambda i: (not lines[i].area, not lines[i].band))
 
 
 def line_chart(
@@ -175,15 +201,22 @@ def line_chart(
     parts, span, start = _frame(
         title, xs, top, percent=percent, y_label=y_label, right=right, whole=whole
     )
-    for line, values in zip(lines, reduced, strict=True):
-        points = " ".join(
+    for index in _drawing_order(lines):
+        line, values = lines[index], reduced[index]
+        path = [
             f"{_x(t, start, span, right):.1f},{_y(v, top):.1f}"
             for t, v in zip(xs, values, strict=True)
-        )
-        dash = ' stroke-dasharray="5 3"' if line.dashed else ""
+        ]
+        hue = escape(line.color)
+        if line.area and path:
+            floor = [f"{_x(xs[-1], start, span, right):.1f},{_y(0, top):.1f}"]
+            floor.append(f"{_x(xs[0], start, span, right):.1f},{_y(0, top):.1f}")
+            parts.append(
+                f'<polygon points="{" ".join(path + floor)}" fill="{hue}" '
+                f'fill-opacity="{AREA_OPACITY}" stroke="none"/>'
+            )
         parts.append(
-            f'<polyline points="{points}" fill="none" stroke="{escape(line.color)}" '
-            f'stroke-width="1.6"{dash}/>'
+            f'<polyline points="{" ".join(path)}" fill="none" stroke="{hue}" {_stroke(line)}/>'
         )
     parts.extend(_legend(lines, right))
     parts.append("</svg>")

@@ -18,6 +18,7 @@ class ClassPoint:
     nominal: int
     usage: int
     pending: int
+    current: int | None = None  # the queue's nominal when the point was taken (None: no queue)
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,6 +33,13 @@ def points_for_span(interval: float, span: float = DEFAULT_SPAN_SECONDS) -> int:
     return max(2, min(MAX_POINTS, int(span / max(interval, 1e-3)) + 1))
 
 
+def _current_nominal(row: Mapping[str, Any]) -> int | None:
+    current = row.get("current")
+    if not current or current.get("nominal") is None:
+        return None
+    return int(current["nominal"])
+
+
 def point_of(report: Mapping[str, Any], at: float) -> HistoryPoint:
     tenants: dict[str, dict[str, ClassPoint]] = {}
     for tenant in report.get("tenants", ()):
@@ -41,6 +49,7 @@ def point_of(report: Mapping[str, Any], at: float) -> HistoryPoint:
                 int(row.get("nominal") or 0),
                 int(row.get("usage") or 0),
                 int(row.get("pending") or 0),
+                _current_nominal(row),
             )
             for row in tenant.get("classes", ())
         }

@@ -162,7 +162,7 @@ def test_html_page_parses_escapes_names_and_has_svg_charts():
     tags.feed(page)
     assert "script" not in tags.starts
     assert tags.starts.count("svg") == tags.ends.count("svg") >= 4  # bars + history per tenant
-    assert tags.starts.count("table") == tags.ends.count("table") == 3  # capacity + 2 tenants
+    assert tags.starts.count("table") == tags.ends.count("table") == 2  # one per tenant
     assert "polyline" in tags.starts and "rect" in tags.starts
     assert hostile in "".join(tags.text)  # shown as text, not markup
     assert 'http-equiv="refresh" content="30"' in page
@@ -250,7 +250,7 @@ def test_a_class_keeps_one_colour_in_every_tenants_history():
     colours: dict[str, set[str]] = {}
     for svg in re.findall(r'<svg class="lines".*?</svg>', page):
         for hue, label in re.findall(
-            r'stroke="(#[0-9a-f]{6})"[^>]*/><text[^>]*>([^<]*) nominal<', svg
+            r'stroke="(#[0-9a-f]{6})"[^>]*/><text[^>]*>([^<]*) (?:nominal|recommended)<', svg
         ):
             colours.setdefault(label, set()).add(hue)
     assert len(colours) >= 2

@@ -36,7 +36,8 @@ def test_csv_has_allocated_used_idle_and_faulty_columns(report: dict) -> None:
 def test_html_names_the_faulty_gpus_and_idle_units(report: dict) -> None:
     page = render_report_page(report, [], now=0)
     assert "h100-01 GPU 3: XID 79" in page
-    assert "<th>idle</th>" in page and "<th>used</th>" in page
+    assert '<th rowspan="2">idle</th>' in page and '<th rowspan="2">used</th>' in page
+    assert "<dt>idle</dt>" in page and "<dt>used</dt>" in page  # the cluster summary too
 
 
 def test_metrics_carry_idle_used_and_faulty_gpus(report: dict) -> None:
