@@ -23,7 +23,8 @@ TIMEOUT_SECONDS = 90
 FACTS = re.compile(r'<pre id="qg-layout-facts">(.*?)</pre>', re.DOTALL)
 
 # Boxes are in page coordinates (scroll offsets added), so they compare across the page.
-# A bar is "covered" when none of three points inside it hits the bar itself.
+# A bar is "covered" when a point of a 5 x 3 grid inside it hits anything but the bar itself or
+# a thin line drawn across it (a grid line, the max tick).
 MEASURE = """
 <script id="qg-measure">
 window.addEventListener('load', () => {
@@ -42,13 +43,17 @@ window.addEventListener('load', () => {
     if (!title) continue;
     rect.scrollIntoView({block: 'center', inline: 'center'});
     const r = rect.getBoundingClientRect();
-    const x = r.left + r.width / 2;
-    const hits = [0.2, 0.5, 0.8].map((f) => {
-      const hit = document.elementFromPoint(x, r.top + r.height * f);
-      return hit === rect || (hit !== null && rect.contains(hit));
-    });
+    const over = [];
+    for (const fx of [0.1, 0.3, 0.5, 0.7, 0.9]) {
+      for (const fy of [0.2, 0.5, 0.8]) {
+        const hit = document.elementFromPoint(r.left + r.width * fx, r.top + r.height * fy);
+        if (hit === rect || (hit !== null && rect.contains(hit))) continue;
+        if (hit !== null && hit.tagName === 'line') continue;  // a grid line or max tick
+        over.push(hit === null ? 'nothing' : hit.tagName);
+      }
+    }
     bars.push({title: title.textContent, height: r.height, width: r.width,
-               covered: r.height > 0 && !hits.some(Boolean)});
+               covered: r.height > 0 && over.length > 0, coveredBy: over});
   }
   window.scrollTo(0, 0);
   const root = document.documentElement;
