@@ -91,35 +91,39 @@ def _class_summary(gpu_class: Mapping[str, Any], rows: Sequence[Mapping[str, Any
     )
 
 
-def cluster_summary(report: Mapping[str, Any]) -> ClusterSummary:
-    tenants = list(report.get("tenants") or ())
-    rows_by_class: dict[str, list[Mapping[str, Any]]] = {}
-    for tenant in tenants:
-        for row in tenant.get("classes") or ():
-            rows_by_class.setdefault(str(row.get("class")), []).append(row)
-    classes = tuple(
-        _class_summary(c, rows_by_class.get(str(c.get("name")), []))
-        for c in report.get("classes") or ()
-    )
-    over = tuple(
-        OverQuota(
-            str(t.get("name")), str(r.get("class")), _number(r.get("usage")), _number(r["nominal"])
-        )
-        for t in tenants
-        for r in t.get("classes") or ()
-        if r.get("overQuota")
-    )
-    conflicts = tuple(
+def _rows(tenants: Sequence[Mapping[str, Any]]) -> list[tuple[str, Mapping[str, Any]]]:
+    """(tenant name, class row) of every tenant's every class."""
+    return [(str(t.get("name")), row) for t in tenants for row in t.get("classes") or ()]
+
+
+def _conflicts(tenants: Sequence[Mapping[str, Any]]) -> tuple[Conflict, ...]:
+    return tuple(
         Conflict(str(t.get("name")), str(c.get("field")), str(c.get("manager")))
         for t in tenants
         for c in t.get("conflicts") or ()
+    )
+
+
+def cluster_summary(report: Mapping[str, Any]) -> ClusterSummary:
+    tenants = list(report.get("tenants") or ())
+    rows = _rows(tenants)
+    by_class: dict[str, list[Mapping[str, Any]]] = {}
+    for _, row in rows:
+        by_class.setdefault(str(row.get("class")), []).append(row)
+    classes = tuple(
+        _class_summary(c, by_class.get(str(c.get("name")), [])) for c in report.get("classes") or ()
+    )
+    over = tuple(
+        OverQuota(name, str(r.get("class")), _number(r.get("usage")), _number(r.get("nominal")))
+        for name, r in rows
+        if r.get("overQuota")
     )
     return ClusterSummary(
         mode=str(report.get("mode")),
         tenants=len(tenants),
         classes=classes,
         over_quota=over,
-        conflicts=conflicts,
-        changes=sum(_changes(r) for t in tenants for r in t.get("classes") or ()),
+        conflicts=_conflicts(tenants),
+        changes=sum(_changes(r) for _, r in rows),
         telemetry=any(c.used is not None for c in classes),
     )
