@@ -13,6 +13,7 @@ from html import escape
 WIDTH, HEIGHT = 760, 240
 LEFT, RIGHT, TOP, BOTTOM = 56, 150, 40, 30  # RIGHT: the narrowest legend column
 LEGEND_CHAR_WIDTH = 6.6  # a generous average advance of the 11px legend font
+TITLE_CHAR_WIDTH = 9.5  # the widest common advance of the 13px bold title font
 LEGEND_KEY_WIDTH = 36  # left padding, the line sample, and the gap before the label
 MAX_RIGHT = WIDTH // 2
 MAX_POINTS = 480
@@ -36,6 +37,16 @@ class Line:
 
 def color(index: int) -> str:
     return PALETTE[index % len(PALETTE)]
+
+
+def title_text(title: str, x: float, width: float) -> str:
+    """The chart's title as an SVG text at `x`, cut with an ellipsis where it would run past
+    `width` (the whole title stays its tooltip and the chart's aria-label)."""
+    room = max(8, int((width - x - 8) / TITLE_CHAR_WIDTH))
+    shown = title if len(title) <= room else title[: room - 1] + "…"
+    return (
+        f'<text x="{x}" y="16" class="title">{escape(shown)}<title>{escape(title)}</title></text>'
+    )
 
 
 def _buckets(count: int) -> list[tuple[int, int]]:
@@ -112,7 +123,7 @@ def _frame(
     parts = [
         f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {WIDTH} {HEIGHT}" '
         f'role="img" aria-label="{escape(title)}">',
-        f'<text x="{LEFT}" y="16" class="title">{escape(title)}</text>',
+        title_text(title, LEFT, WIDTH),
         f'<text x="{LEFT}" y="{TOP - 10}" class="axis">{escape(y_label)}</text>',
     ]
     for fraction in axis_fractions(top, whole=whole):

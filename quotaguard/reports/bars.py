@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from html import escape
 
-from quotaguard.charts.svg import axis_fractions, whole_top
+from quotaguard.charts.svg import axis_fractions, title_text, whole_top
 
 WIDTH, HEIGHT = 520, 220
 LEFT, RIGHT, TOP, BOTTOM = 44, 120, 28, 34
@@ -44,7 +44,7 @@ def grouped_bars(
     parts = [
         f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {WIDTH} {HEIGHT}" '
         f'role="img" aria-label="{escape(title)}">',
-        f'<text x="{LEFT}" y="16" class="title">{escape(title)}</text>',
+        title_text(title, LEFT, WIDTH),
     ]
     for fraction in axis_fractions(top, whole=True):
         y = TOP + plot_h * (1 - fraction)

@@ -46,11 +46,11 @@ tr.why td{color:#4b5661;font-size:12px;padding-top:0;max-width:60em}
 span.resource{display:block;color:#5f6b73;font-size:11px;font-weight:400}
 dl{display:grid;grid-template-columns:1fr auto;gap:0 1em;margin:0;font-size:13px}
 dt{color:#4b5661}dd{margin:0;text-align:right;font-variant-numeric:tabular-nums}
-table.classes td:first-child{white-space:nowrap}
 table.classes tr:not(.why) td:first-child,table.classes thead th:first-child{position:sticky;
-left:0;background:#fff;z-index:1}
+left:0;background:#fff;z-index:1;white-space:nowrap}
 table.classes thead th:first-child{background:#f5f7f9}
-tr.why td span{display:block;position:sticky;left:.55em;max-width:min(60em,calc(100vw - 4em))}
+tr.why td span{display:block;white-space:normal;position:sticky;left:.55em;
+max-width:min(60em,calc(100vw - 4em))}
 td.moved{font-weight:600;color:#2f6fb5}
 td.over{color:#b5404a;font-weight:600}
 .charts{display:flex;flex-wrap:wrap;gap:12px;align-items:flex-start}

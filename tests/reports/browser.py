@@ -66,9 +66,16 @@ window.addEventListener('load', () => {
       box(document.querySelector('section.summary')),
     tenants: [...document.querySelectorAll('section.tenant')].map(
       (s) => ({name: s.querySelector('h2').textContent, box: box(s)})),
-    charts: [...document.querySelectorAll('svg')].map((svg) => ({
-      label: svg.getAttribute('aria-label'), kind: svg.getAttribute('class'),
-      box: box(svg), shown: shown(svg)})),
+    charts: [...document.querySelectorAll('svg')].map((svg) => {
+      const title = svg.querySelector('text.title');
+      const drawn = title ? title.getBBox() : {x: 0, width: 0};
+      return {label: svg.getAttribute('aria-label'), kind: svg.getAttribute('class'),
+              box: box(svg), shown: shown(svg),
+              titleFits: drawn.x + drawn.width <= svg.viewBox.baseVal.width};
+    }),
+    reasons: [...document.querySelectorAll('tr.why span')].map((s) => ({
+      text: s.textContent, right: box(s).right, boxRight: box(s.closest('.scroll')).right,
+      overflows: s.scrollWidth > s.clientWidth + 1})),
     tables: [...document.querySelectorAll('table')].map((t) => ({
       kind: t.className, box: box(t.parentElement), tableWidth: t.scrollWidth,
       boxWidth: t.parentElement.clientWidth,

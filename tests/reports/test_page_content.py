@@ -189,3 +189,16 @@ def test_no_bar_hides_another_and_every_nonzero_value_has_a_bar(groups):
         for entry, value in zip(series, values, strict=True):
             bar = bars[f"{label} {entry.label}: {value:.0f}"]
             assert (bar["height"] > 0) == (value > 0)
+
+
+def test_a_queue_not_found_shows_no_value_now_and_no_band(report):
+    row = row_of(report, "notebooks", "shared")
+    row["current"] = None  # the ClusterQueue does not exist (yet)
+    page = render_report_page(report, with_history(report).points(), now=1200)
+    notebooks = tenant(page, "notebooks")
+    assert cells_of(class_row(notebooks, "shared"), "now") == ["-", "-", "-"]
+    assert cells_of(class_row(notebooks, "shared"), "rec") == ["10", "22", "2"]
+    history = notebooks.svgs[1]
+    assert "shared queue now<" not in history and "h100-1g.10gb queue now<" in history
+    assert with_history(report).points()[0].tenants["notebooks"]["shared"].current is None
+    assert with_history(report).points()[0].tenants["notebooks"]["h100-1g.10gb"].current == 0

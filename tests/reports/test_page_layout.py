@@ -57,6 +57,10 @@ def assert_reads_at(facts: dict[str, Any], width: int, tenants: int) -> None:
         box = chart["box"]
         assert chart["shown"] and box["width"] > 100 and box["height"] > 100, chart
         assert box["left"] >= 0 and box["right"] <= view, chart
+        assert chart["titleFits"], chart
+    assert facts["reasons"], "no reason lines measured"
+    for reason in facts["reasons"]:  # wrapped inside the table's box, not cut off at its edge
+        assert reason["right"] <= reason["boxRight"] and not reason["overflows"], reason
     for table in facts["tables"]:
         assert table["box"]["right"] <= view, table
         if table["tableWidth"] > table["boxWidth"]:
