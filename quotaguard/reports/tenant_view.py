@@ -24,6 +24,7 @@ QUEUE_NOW = Series("queue now", "#a9c6e8")
 RECOMMENDED = Series("recommended", "#2f6fb5")
 USAGE = Series("usage", "#3b9c5a")
 PENDING = Series("pending", "#d9822b")
+FIELD_LABELS = ("nominal", "borrowing", "lending")  # QUEUE_FIELDS as the table heads them
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,9 +66,6 @@ def _side_by_side(row: Mapping[str, Any]) -> str:
         for k in QUEUE_FIELDS
     ]
     return "".join(now + recommended)
-
-
-FIELD_LABELS = ("nominal", "borrowing", "lending")  # QUEUE_FIELDS as the table heads them
 
 
 def _tail(view: View) -> tuple[str, ...]:
@@ -116,7 +114,7 @@ def _why(row: Mapping[str, Any], columns: int) -> str:
     """The reason of the row's targets and its last change, on a line of its own below it
     (kept in view while the table scrolls sideways)."""
     said = " · ".join(
-        s for s in (text(row.get("reason")), _last_change(row.get("lastChange"))) if s
+        s for s in (str(row.get("reason") or ""), _last_change(row.get("lastChange"))) if s
     )
     return (
         f'<tr class="why"><td class="text" colspan="{columns}">'
