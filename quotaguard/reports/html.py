@@ -76,21 +76,22 @@ def class_colors(report: Mapping[str, Any]) -> dict[str, str]:
     return {str(row.get("name")): color(i) for i, row in enumerate(report.get("classes", ()))}
 
 
-def _fact(count: int, said: str, *, bad: bool = False) -> str:
+def _fact(count: int, one: str, many: str, *, bad: bool = False) -> str:
     css = ' class="bad"' if bad and count else ""
-    return f"<li{css}><b>{count}</b> {escape(said)}</li>"
+    return f"<li{css}><b>{count}</b> {escape(one if count == 1 else many)}</li>"
 
 
 def _facts(summary: ClusterSummary) -> str:
     faulty = sum(len(c.faulty) for c in summary.classes)
     moving = "recommended to change" if summary.mode == "recommend" else "to change"
+    over = len(summary.over_quota)
     return (
         '<ul class="facts">'
-        + _fact(summary.tenants, "tenants")
-        + _fact(summary.changes, f"queue values {moving}")
-        + _fact(len(summary.over_quota), "over quota", bad=True)
-        + _fact(len(summary.conflicts), "conflicts", bad=True)
-        + _fact(faulty, "faulty GPUs", bad=True)
+        + _fact(summary.tenants, "tenant", "tenants")
+        + _fact(summary.changes, f"queue value {moving}", f"queue values {moving}")
+        + _fact(over, "over quota", "over quota", bad=True)
+        + _fact(len(summary.conflicts), "conflict", "conflicts", bad=True)
+        + _fact(faulty, "faulty GPU", "faulty GPUs", bad=True)
         + "</ul>"
     )
 

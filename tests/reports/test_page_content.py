@@ -149,9 +149,12 @@ def test_the_summary_names_tenants_over_quota_and_conflicts(report):
     over = row_of(report, "notebooks", "shared")
     over["usage"], over["overQuota"] = 14, True
     report["tenants"][0]["conflicts"] = [{"field": ".spec.cohort", "manager": "argocd"}]
-    summary = "".join(sections(render_report_page(report, [], now=0))[0].text)
-    assert "1 over quota" in summary and "notebooks shared: usage 14 above nominal 10" in summary
-    assert "1 conflicts" in summary and "inference: .spec.cohort owned by argocd" in summary
+    page = render_report_page(report, [], now=0)
+    summary = "".join(sections(page)[0].text)
+    assert '<li class="bad"><b>1</b> over quota</li>' in page
+    assert '<li class="bad"><b>1</b> conflict</li>' in page
+    assert "notebooks shared: usage 14 above nominal 10" in summary
+    assert "inference: .spec.cohort owned by argocd" in summary
 
 
 def test_summary_sums_each_class_over_the_tenants(report):
