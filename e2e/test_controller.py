@@ -43,6 +43,7 @@ from e2e.kueue import (
     workload,
     write_policy,
 )
+from tests.reports import page
 
 MIG = "nvidia.com/mig-1g.10gb"
 
@@ -275,6 +276,13 @@ def test_recommend_mode_writes_nothing_and_reports_targets(
         with urllib.request.urlopen(f"{server.url}/reports/quota.csv", timeout=3) as response:
             csv_text = response.read().decode()
         assert "training" in csv_text and "h100" in csv_text
+        # /reports: the queue's value now beside the recommendation, in the table and the history
+        with urllib.request.urlopen(f"{server.url}/reports", timeout=3) as response:
+            training = page.tenant(response.read().decode(), "training")
+        shown = page.class_row(training, "h100")
+        assert page.cells_of(shown, "now")[0] == "16"
+        assert page.cells_of(shown, "rec")[0] == str(rows[("training", "h100")]["nominal"]) != "16"
+        assert "h100 queue now<" in training.svgs[1] and "h100 recommended<" in training.svgs[1]
         # /metrics: the queue's value now and the recommendation, with Kueue's labels.
         samples = scrape(server.url)
         assert series(samples, "quotaguard_quota_current_nominal")["training/h100"] == 16
