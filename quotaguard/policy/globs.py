@@ -12,18 +12,19 @@ character ranges (or its complement) begins at a range's first character or just
 range's last, and every such character appears in the class's own text.
 
 Checking every pair of 20,000 patterns would take minutes, so `overlapping_pairs` only compares
-patterns whose literal ends agree: two patterns can share a name only if one's literal prefix
-is a prefix of the other's, and likewise for their literal suffixes. Patterns with neither (such
-as `*[a-c]*`) are compared with every other.
+patterns whose fixed ends agree: the positions before a pattern's first star (after its last)
+must take a common character, position by position, as far as both go. Two tries of those ends
+(`_FixedEnds`) find the agreeing earlier patterns of each one, so classes and `?` at the ends
+(`[tT]eam-7-*`, `?team-7*`) narrow the search as literals do; only patterns that begin and end
+with a star (`*-7-*`) are compared with every other, and those mostly do intersect.
 """
 
 from __future__ import annotations
 
-import bisect
 import fnmatch
 import re
-from collections import defaultdict, deque
-from collections.abc import Iterable, Iterator, Sequence
+from collections import deque
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 # Witness characters tried first, so that an example reads like a namespace.
@@ -151,87 +152,182 @@ def globs_intersect(a: str, b: str) -> bool:
     return witness(a, b) is not None
 
 
-def _literal_ends(tokens: tuple[_Token, ...]) -> tuple[str, str, bool]:
-    """(literal prefix, literal suffix, whether the pattern is all literal)."""
-    prefix = ""
-    for token in tokens:
-        if token is None or token.literal is None:
-            break
-        prefix += token.literal
-    if len(prefix) == len(tokens):
-        return prefix, prefix, True
-    suffix = ""
-    for token in reversed(tokens):
-        if token is None or token.literal is None:
-            break
-        suffix = token.literal + suffix
-    return prefix, suffix, False
+_Position = str | _Class  # a literal character, or a class
 
 
-class _EndIndex:
-    """Patterns by a literal end (prefix, or reversed suffix): which ones may be compatible."""
+class _Node:
+    """One position of a trie of fixed ends: the patterns whose fixed end stops here, with a
+    star after it (`starred`) or as the whole pattern (`whole`), and how many patterns the
+    subtree holds. Empty parts stay empty tuples or None: most nodes of 20,000 patterns are bare."""
 
-    def __init__(self, ends: Sequence[str]) -> None:
-        self._exact: dict[str, list[int]] = defaultdict(list)
-        for index, end in enumerate(ends):
-            self._exact[end].append(index)
-        self._sorted = sorted((end, index) for index, end in enumerate(ends))
-        self._keys = [end for end, _ in self._sorted]
+    __slots__ = ("classes", "literal", "size", "starred", "whole")
 
-    def count(self, end: str) -> int:
-        """About how many patterns `compatible` yields (exact but for a U+10FFFF after `end`)."""
-        shorter = sum(len(self._exact.get(end[:length], ())) for length in range(len(end)))
-        low = bisect.bisect_left(self._keys, end)
-        return shorter + bisect.bisect_left(self._keys, end + "\U0010ffff", low) - low
+    def __init__(self) -> None:
+        self.literal: dict[str, _Node] = {}
+        self.classes: dict[str, tuple[_Class, _Node]] | None = None
+        self.starred: list[int] | tuple[()] = ()
+        self.whole: list[int] | tuple[()] = ()
+        self.size = 0
 
-    def compatible(self, end: str) -> Iterator[int]:
-        """Patterns whose end is a prefix of `end` or has `end` as a prefix."""
-        for length in range(len(end)):
-            yield from self._exact.get(end[:length], ())
-        position = bisect.bisect_left(self._keys, end)
-        while position < len(self._keys) and self._keys[position].startswith(end):
-            yield self._sorted[position][1]
-            position += 1
+    def children(self, position: _Position) -> Iterator[_Node]:
+        """The children whose position can take a character `position` takes."""
+        if isinstance(position, str):
+            child = self.literal.get(position)
+            if child is not None:
+                yield child
+            for cls, node in (self.classes or {}).values():
+                if cls.matches(position):
+                    yield node
+            return
+        for char, node in self.literal.items():
+            if position.matches(char):
+                yield node
+        for cls, node in (self.classes or {}).values():
+            if _common(position, cls) is not None:
+                yield node
+
+    def indices(self) -> Iterator[int]:
+        pending = [self]
+        while pending:
+            node = pending.pop()
+            yield from node.starred
+            yield from node.whole
+            pending.extend(node.literal.values())
+            if node.classes:
+                pending.extend(child for _, child in node.classes.values())
+
+
+class _FixedEnds:
+    """Patterns by one fixed end (the positions before the first star, or, reversed, after the
+    last): the patterns whose fixed end agrees with a given one position by position. Two
+    patterns can share a name only if their prefixes agree so far as both go, and likewise
+    their suffixes: a class agrees with a character it takes, or with a class it shares one
+    with. A trie, walked along one pattern's end, finds them without comparing every pair,
+    whatever mix of literals, classes and `?` the ends hold."""
+
+    def __init__(self) -> None:
+        self._root = _Node()
+
+    def add(self, index: int, end: Sequence[_Position], starred: bool) -> None:
+        node = self._root
+        node.size += 1
+        for position in end:
+            if isinstance(position, str):
+                child = node.literal.get(position)
+                if child is None:
+                    child = node.literal[position] = _Node()
+            else:
+                if node.classes is None:
+                    node.classes = {}
+                found = node.classes.get(position.text)
+                if found is None:
+                    found = node.classes[position.text] = (position, _Node())
+                child = found[1]
+            node = child
+            node.size += 1
+        ending = node.starred if starred else node.whole
+        if isinstance(ending, tuple):  # the first pattern to end here
+            ending = []
+            if starred:
+                node.starred = ending
+            else:
+                node.whole = ending
+        ending.append(index)
+
+    def agreeing(self, end: Sequence[_Position], starred: bool) -> tuple[int, list[_Piece]]:
+        """(how many, and the pieces holding them) of the patterns whose end agrees with `end`
+        (`starred`: a star follows it, so longer ends agree too)."""
+        pieces: list[_Piece] = []
+        count = 0
+        frontier = [self._root]
+        for position in end:
+            following: list[_Node] = []
+            for node in frontier:
+                if node.starred:  # shorter, then a star: agrees so far
+                    pieces.append(node.starred)
+                    count += len(node.starred)
+                following.extend(node.children(position))
+            frontier = following
+            if not frontier:
+                break
+        for node in frontier:
+            if starred:
+                pieces.append(node)
+                count += node.size
+            else:  # names of exactly this length: only ends that stop here
+                for found in (node.starred, node.whole):
+                    if found:
+                        pieces.append(found)
+                        count += len(found)
+        return count, pieces
+
+
+_Piece = list[int] | _Node
+
+
+def _fixed_ends(
+    pattern: str, tokens: tuple[_Token, ...] | None
+) -> tuple[Sequence[_Position], Sequence[_Position], bool]:
+    """(prefix, reversed suffix, whether the pattern has a star); a pattern with no special
+    character is its own prefix and suffix, read without tokens."""
+    if tokens is None:
+        return pattern, pattern[::-1], False
+
+    def position(token: _Class) -> _Position:
+        return token.literal if token.literal is not None else token
+
+    if _STAR not in tokens:
+        fixed = [position(t) for t in tokens]  # type: ignore[arg-type]  # no star in it
+        return fixed, fixed[::-1], False
+    first = tokens.index(_STAR)
+    last = len(tokens) - 1 - tokens[::-1].index(_STAR)
+    prefix = [position(t) for t in tokens[:first]]  # type: ignore[arg-type]  # before a star
+    suffix = [position(t) for t in reversed(tokens[last + 1 :])]  # type: ignore[arg-type]
+    return prefix, suffix, True
 
 
 def overlapping_pairs(patterns: Sequence[str]) -> Iterator[tuple[int, int, str]]:
     """(later, earlier, a name both match) for every pair of patterns that intersect, ordered by
     the later pattern, then the earlier one."""
-    tokens: dict[int, tuple[_Token, ...]] = {}
+    # None for a pattern with no special character (most): tokens only when compared
+    tokens = [_tokens(p) if _SPECIAL.search(p) else None for p in patterns]
+    literal = [t is None for t in tokens]
 
     def tokens_of(index: int) -> tuple[_Token, ...]:
-        found = tokens.get(index)
+        found = tokens[index]
         if found is None:
             found = tokens[index] = _tokens(patterns[index])
         return found
 
-    ends = [
-        (pattern, pattern, True) if not _SPECIAL.search(pattern) else _literal_ends(tokens_of(k))
-        for k, pattern in enumerate(patterns)
-    ]
-    by_prefix = _EndIndex([prefix for prefix, _, _ in ends])
-    by_suffix = _EndIndex([suffix[::-1] for _, suffix, _ in ends])
-    for later, (prefix, suffix, literal) in enumerate(ends):
-        for earlier in _candidates(later, prefix, suffix, literal, by_prefix, by_suffix):
-            if literal and ends[earlier][2]:
-                found: str | None = prefix if ends[earlier][0] == prefix else None
+    by_prefix, by_suffix = _FixedEnds(), _FixedEnds()
+    for later, pattern in enumerate(patterns):
+        prefix, suffix, starred = _fixed_ends(pattern, tokens[later])
+        for earlier in _candidates(by_prefix, by_suffix, prefix, suffix, starred):
+            if literal[later] and literal[earlier]:
+                found: str | None = pattern if patterns[earlier] == pattern else None
             else:
                 found = _witness(tokens_of(later), tokens_of(earlier))
             if found is not None:
                 yield later, earlier, found
+        by_prefix.add(later, prefix, starred)
+        by_suffix.add(later, suffix, starred)
 
 
 def _candidates(
-    later: int, prefix: str, suffix: str, literal: bool, by_prefix: _EndIndex, by_suffix: _EndIndex
-) -> Iterable[int]:
-    """Earlier patterns that may share a name with this one: the smaller of the prefix and the
-    suffix index's answers (each is a superset of the partners), or every earlier one."""
-    options = []
-    if prefix or literal:
-        options.append((by_prefix.count(prefix), by_prefix, prefix))
-    if suffix and not literal:
-        options.append((by_suffix.count(suffix[::-1]), by_suffix, suffix[::-1]))
-    if not options:
-        return range(later)
-    _, index, end = min(options, key=lambda option: option[0])
-    return sorted(c for c in index.compatible(end) if c < later)
+    by_prefix: _FixedEnds,
+    by_suffix: _FixedEnds,
+    prefix: Sequence[_Position],
+    suffix: Sequence[_Position],
+    starred: bool,
+) -> list[int]:
+    """Earlier patterns that may share a name with this one, in order: the smaller of the two
+    indexes' answers (each a superset of the partners)."""
+    _, pieces = min(
+        by_prefix.agreeing(prefix, starred),
+        by_suffix.agreeing(suffix, starred),
+        key=lambda answer: answer[0],
+    )
+    found: list[int] = []
+    for piece in pieces:
+        found.extend(piece.indices() if isinstance(piece, _Node) else piece)
+    return sorted(found)
