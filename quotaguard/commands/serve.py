@@ -99,11 +99,56 @@ def register(verbs: Any) -> None:
         metavar="SECONDS",
         help="how long SIGTERM waits for in-flight requests",
     )
+    limits = parser.add_argument_group(
+        "webhook connections", "bounds on the webhook's HTTPS connections (docs/deploy.md)"
+    )
+    limits.add_argument(
+        "--webhook-max-connections",
+        type=_positive_int,
+        default=1000,
+        metavar="N",
+        help="connections open at once; past it a new one is answered 503 (JSON) and closed",
+    )
+    limits.add_argument(
+        "--webhook-idle-timeout",
+        type=_positive,
+        default=60.0,
+        metavar="SECONDS",
+        help="a connection with no request for this long is closed",
+    )
+    limits.add_argument(
+        "--webhook-header-timeout",
+        type=_positive,
+        default=10.0,
+        metavar="SECONDS",
+        help="a request's headers must be complete this long after their first byte, or the "
+        "connection is closed",
+    )
+    limits.add_argument(
+        "--webhook-body-timeout",
+        type=_positive,
+        default=10.0,
+        metavar="SECONDS",
+        help="a request's body must arrive this long after its headers, or it is answered 408",
+    )
     parser.set_defaults(run=run)
 
 
 def _positive(text: str) -> float:
-    value = float(text)
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text}") from None
+    if not 0 < value < float("inf"):  # also refuses nan
+        raise argparse.ArgumentTypeError(f"must be positive and finite: {text}")
+    return value
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text}") from None
     if value <= 0:
         raise argparse.ArgumentTypeError(f"must be positive: {text}")
     return value
@@ -140,6 +185,10 @@ def run(args: argparse.Namespace) -> int:
         prometheus_url=args.prometheus_url,
         prometheus_timeout=args.prometheus_timeout,
         gpu_operator_namespace=args.gpu_operator_namespace,
+        webhook_max_connections=args.webhook_max_connections,
+        webhook_idle_timeout=args.webhook_idle_timeout,
+        webhook_header_timeout=args.webhook_header_timeout,
+        webhook_body_timeout=args.webhook_body_timeout,
     )
     try:
         resolve_components(components)  # imported now, so that the freeze below covers them

@@ -66,6 +66,11 @@ class ServeOptions:
     prometheus_url: str | None = None  # GPU telemetry for the controller
     prometheus_timeout: float = 10.0
     gpu_operator_namespace: str = "gpu-operator"  # default-mig-parted-config's namespace
+    # the webhook's connection bounds (webhook/guard.py)
+    webhook_max_connections: int = 1000
+    webhook_idle_timeout: float = 60.0
+    webhook_header_timeout: float = 10.0
+    webhook_body_timeout: float = 10.0
 
 
 Component = Callable[["ServeContext"], Awaitable[None]]

@@ -12,6 +12,7 @@ from quotaguard.webhook.guard import (
     ClientMistakes,
     ConnectionGuard,
     ConnectionLimits,
+    GuardedRunner,
     GuardedSite,
     size_tls_buffers,
 )
@@ -37,10 +38,18 @@ async def start(ctx: ServeContext) -> None:
     )
     ctx.add_status("tls", certificate.status)
     size_tls_buffers()
-    guard = ConnectionGuard(ConnectionLimits())
+    guard = ConnectionGuard(
+        ConnectionLimits(
+            idle_timeout=options.webhook_idle_timeout,
+            header_timeout=options.webhook_header_timeout,
+            body_timeout=options.webhook_body_timeout,
+            max_connections=options.webhook_max_connections,
+        )
+    )
     app = build_webhook_app(ctx.store, guard=guard)
-    runner = web.AppRunner(
+    runner = GuardedRunner(
         app,
+        guard,
         access_log=None,
         shutdown_timeout=options.shutdown_timeout,
         keepalive_timeout=guard.limits.idle_timeout,
@@ -48,7 +57,7 @@ async def start(ctx: ServeContext) -> None:
     )
     await runner.setup()
     site = GuardedSite(
-        runner, guard, options.bind_address, options.webhook_port, ssl_context=certificate.context
+        runner, options.bind_address, options.webhook_port, ssl_context=certificate.context
     )
     try:
         await site.start()

@@ -11,7 +11,10 @@ them (from anything that can reach the port) take the webhook past its memory li
   closed (the API server sends a review at once: only a slow or hostile client trickles);
 - the body must arrive within `body_timeout` of the headers (see `read_body`): HTTP 408;
 - past `max_connections` a new connection is answered 503 (JSON) and closed at once;
-- TLS read buffers are 32 KiB instead of 256 KiB (a TLS record is at most 16 KiB).
+- TLS read buffers are 32 KiB instead of 256 KiB (a TLS record is at most 16 KiB);
+- what aiohttp answers itself, before any handler runs (a request line or header it cannot
+  parse or past 8,190 bytes, more than 128 headers, bad chunking), is JSON like every other
+  error of the webhook (`JsonErrorHandler`), logged once at info (`ClientMistakes`).
 
 The API server's webhook timeout is at most 30 s (quotaguard registers 5 s), so no answer it
 still waits for is cut short by these. docs/deploy.md lists them.
@@ -20,16 +23,19 @@ still waits for is cut short by these. docs/deploy.md lists them.
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import ssl
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from http import HTTPStatus
 from typing import Any, Final
 
 from aiohttp import web
 from aiohttp.http_exceptions import HttpProcessingError
 from aiohttp.typedefs import Middleware
+from aiohttp.web_protocol import RequestHandler
 
 log = logging.getLogger("quotaguard.webhook")
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
@@ -44,6 +50,8 @@ _REFUSED: Final = (
 
 @dataclass(frozen=True, slots=True)
 class ConnectionLimits:
+    """The bounds above; `serve --webhook-idle-timeout` and its neighbours set them."""
+
     idle_timeout: float = 60.0
     header_timeout: float = 10.0
     body_timeout: float = 10.0
@@ -184,28 +192,87 @@ class ConnectionGuard:
         return busy
 
 
-class GuardedSite(web.TCPSite):
-    """aiohttp's TCP site, its connections made through a `ConnectionGuard`."""
+class JsonErrorHandler(RequestHandler):
+    """aiohttp's protocol for one HTTP connection, its own error answers in JSON. aiohttp
+    answers a request it cannot parse (or a handler's unexpected exception) with a plain-text
+    page; a client of the webhook (the API server, or whoever sends it garbage) gets
+    `{"error": "HTTP 400 Bad Request: <what aiohttp found>"}` instead, the connection closed.
+    A client's mistake is logged once at info without a traceback; anything else as aiohttp
+    logs it."""
+
+    def handle_error(
+        self,
+        request: web.BaseRequest,
+        status: int = 500,
+        exc: BaseException | None = None,
+        message: str | None = None,
+    ) -> web.StreamResponse:
+        if isinstance(exc, HttpProcessingError) and 400 <= status < 500:
+            log.info("bad request from a client", extra={"error": f"{status} {message}"})
+        else:
+            self.log_exception("Error handling request from %s", request.remote, exc_info=exc)
+        if request.writer.output_size > 0:  # as aiohttp: a response begun cannot be replaced
+            raise ConnectionError("response already begun; cannot send the error answer")
+        return json_error_response(status, message)
+
+
+def json_error_response(status: int, message: str | None) -> web.Response:
+    try:
+        reason = f"HTTP {status} {HTTPStatus(status).phrase}"
+    except ValueError:
+        reason = f"HTTP {status}"
+    text = reason
+    if message and status < 500:  # a server error's text is for our log, not the client
+        detail = " ".join(message.split())
+        text += ": " + (detail if len(detail) <= 200 else detail[:197] + "...")
+    response = web.Response(
+        status=status, body=json.dumps({"error": text}).encode(), content_type="application/json"
+    )
+    response.force_close()
+    return response
+
+
+class GuardedRunner(web.AppRunner):
+    """aiohttp's runner, with the handler arguments (`keepalive_timeout`, `logger`, header
+    limits...) kept for `GuardedSite`, which makes the connections' protocols itself."""
 
     def __init__(
         self,
-        runner: web.BaseRunner,
+        app: web.Application,
         guard: ConnectionGuard,
+        *,
+        shutdown_timeout: float = 60.0,
+        **handler_args: Any,
+    ) -> None:
+        super().__init__(app, shutdown_timeout=shutdown_timeout, **handler_args)
+        self.guard = guard
+        self.handler_args = handler_args
+
+
+class GuardedSite(web.TCPSite):
+    """aiohttp's TCP site, its connections made through a `ConnectionGuard`, each spoken by a
+    `JsonErrorHandler`."""
+
+    def __init__(
+        self,
+        runner: GuardedRunner,
         host: str | None,
         port: int,
         *,
         ssl_context: ssl.SSLContext | None = None,
     ) -> None:
         super().__init__(runner, host, port, ssl_context=ssl_context)
-        self._guard = guard
+        self._guarded_runner = runner
 
     async def start(self) -> None:
         await web.BaseSite.start(self)  # registers the site with its runner
-        server = self._runner.server
+        runner = self._guarded_runner
+        server = runner.server
         assert server is not None
         loop = asyncio.get_running_loop()
+        args = runner.handler_args
         self._server = await loop.create_server(
-            self._guard.protocol_factory(server),
+            runner.guard.protocol_factory(lambda: JsonErrorHandler(server, loop=loop, **args)),
             self._host,
             self._port,
             ssl=self._ssl_context,
@@ -231,10 +298,10 @@ def size_tls_buffers(size: int = TLS_READ_BUFFER) -> None:
 
 
 class ClientMistakes(logging.Logger):
-    """The logger of aiohttp's request handler (`AppRunner(logger=...)`). aiohttp answers a
+    """The logger of aiohttp's request handler (`AppRunner(logger=...)`). aiohttp logs a
     request it cannot parse (bad chunking, a negative Content-Length, a header past 8 KiB)
-    itself, in plain text, and logs it with a traceback at error level: a client's mistake is
-    logged here once, at info, without one. Anything else is logged as aiohttp would."""
+    with a traceback at error level: a client's mistake is logged here once, at info, without
+    one. Anything else is logged as aiohttp would."""
 
     def __init__(self, parent: logging.Logger = log) -> None:
         super().__init__(f"{parent.name}.http")
