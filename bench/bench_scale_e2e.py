@@ -4,22 +4,26 @@ controller replicas, pods arriving and leaving.
 
     python bench/bench_scale_e2e.py [--nodes 2000] [--tenants 300] [--pods 50000]
         [--rate 100] [--churn-seconds 60] [--create-minutes 10] [--workers 16]
+        [--webhooks 2] [--profile]
 
 Phases, each bounded in time and count, everything on 127.0.0.1:
 1. Cluster: etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok (from
    ~/.cache/quotaguard-e2e), `--nodes` kwok GPU nodes (60% whole H100 x8, 30% MIG 1g.10gb x7,
    10% time-sliced 2x4), a policy of `--tenants` tenants (one class each, in turn), their
-   ClusterQueues and LocalQueues, Kueue v0.17.0 with its webhooks, quotaguard's webhook (one
-   process: `clientConfig.url` names one endpoint) and two controller replicas
-   (`--components controller,reports`, one Lease).
+   ClusterQueues and LocalQueues, Kueue v0.17.0 with its webhooks, `--webhooks` quotaguard
+   webhook replicas (two: `clientConfig.url` names one address, so a loopback round-robin,
+   bench/round_robin.py, spreads the API server's connections over them as a Service would)
+   and two controller replicas (`--components controller,reports`, one Lease).
 2. Steady state: bare GPU pods (no queue label) created in the tenants' namespaces with
    `--workers` connections for at most `--create-minutes` or `--pods`, through quotaguard's
    rewrite and stamp and Kueue's gate; Kueue admits within quota, the scheduler binds.
 3. Churn: pods created at `--rate` per second and each deleted 20 s later, for
    `--churn-seconds`, once with quotaguard's webhooks registered and once with them removed;
    the API server's own histograms give the added admission latency.
-4. Convergence: 10% of the nodes cordoned, then uncordoned; intervals until every queue holds
-   its target, and every ClusterQueue version read back from etcd against the invariants.
+4. Convergence: 10% of the nodes cordoned, then uncordoned; from the first plan on the new
+   capacity, the intervals (plans) until one plans every queue at its target, against what
+   the step limit implies (`follow_change`), whether the writes landed, and every
+   ClusterQueue version read back from etcd against the invariants.
 5. Leadership: the leading controller killed with SIGKILL mid-churn; time until the other
    leads, writes before and after, invariants over every version.
 The latest results go to bench/results/scale_e2e.json.
@@ -28,7 +32,6 @@ The latest results go to bench/results/scale_e2e.json.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import datetime
 import http.client
 import json
@@ -37,10 +40,11 @@ import queue
 import re
 import signal
 import sys
+import tempfile
 import threading
 import time
 import urllib.request
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -50,8 +54,18 @@ import yaml
 
 from bench.bench_controller_e2e import Api
 from bench.machine import cpu_seconds_of, load_average, machine, max_rss_mb_of, write_result
+from bench.pyspy_profile import Profile
 from e2e import build
-from e2e.cluster import Cluster, mig_node, shared_gpu_node, wait_until, whole_gpu_node
+from e2e.cluster import (
+    Cluster,
+    QuotaguardServer,
+    free_port,
+    mig_node,
+    shared_gpu_node,
+    tls_ready,
+    wait_until,
+    whole_gpu_node,
+)
 from e2e.kueue import (
     KUEUE,
     KUEUE_SAMPLES,
@@ -59,10 +73,11 @@ from e2e.kueue import (
     ControllerProcess,
     EtcdHistory,
     Version,
-    converged,
     gpu_quotas,
     history_problems,
     lease_holder,
+    report_capacity,
+    report_rows,
     sample_documents,
     serve_controller,
     start_kueue,
@@ -73,6 +88,7 @@ from e2e.kueue import (
 ROOT = Path(__file__).resolve().parents[1]
 LEASE_NAMESPACE = "quotaguard-system"
 INTERVAL_S = 5
+PROFILES = Path(tempfile.gettempdir()) / "quotaguard-scale-profiles"  # raw stacks, kept after
 ADDED_P99_TARGET_MS, RSS_TARGET_MB, INTERVAL_CPU_TARGET_S = 5.0, 500.0, 1.0
 # class name -> (resource, guaranteed per tenant, max per tenant)
 CLASSES = {
@@ -412,6 +428,29 @@ def controller_metrics(controller: ControllerProcess) -> str:
     return scrape(f"{controller.url}/metrics")
 
 
+def answered(webhook: QuotaguardServer) -> float:
+    """Admission requests this webhook replica has answered so far."""
+    return counter(scrape(f"{webhook.http_url}/metrics"), "quotaguard_admission_requests_total")
+
+
+def front_port(cluster: Cluster, webhooks: list[QuotaguardServer]) -> int:
+    """Where the API server calls the webhook: the one replica's port, or a loopback
+    round-robin over the replicas' ports (what the Service and kube-proxy do in a cluster)."""
+    if len(webhooks) == 1:
+        return webhooks[0].webhook_port
+    port = free_port()
+    argv = [sys.executable, str(ROOT / "bench" / "round_robin.py"), "--listen", str(port)]
+    argv += ["--to", ",".join(str(w.webhook_port) for w in webhooks)]
+    process = cluster.start_process("round-robin", argv, cwd=ROOT)
+
+    def listening() -> bool:
+        process.check_alive()
+        return tls_ready(port, cluster.pki.ca_file)  # a TLS handshake through it, with a replica
+
+    wait_until(listening, timeout=30, what="the round-robin listening")
+    return port
+
+
 def leader_of(controllers: list[ControllerProcess]) -> ControllerProcess | None:
     for controller in controllers:
         if controller.process.alive() and controller.leader():
@@ -436,14 +475,33 @@ def writes(text: str) -> float:
 
 
 def churn_phase(
-    cluster: Cluster, api: Api, churn: Churn, controllers: list[ControllerProcess], args: Any
+    cluster: Cluster,
+    api: Api,
+    churn: Churn,
+    controllers: list[ControllerProcess],
+    args: Any,
+    *,
+    webhooks: Sequence[QuotaguardServer] = (),
+    profile: bool = False,
 ) -> dict[str, Any]:
     """One churn window: creations at the rate, deletions 20 s after each; the API server's
-    histograms and the controllers' counters before and after."""
+    histograms, the controllers' counters and each webhook replica's answers before and after;
+    with `profile`, py-spy profiles of the leader and the webhooks over the window."""
     before = apiserver_metrics(api)
     leader = leader_of(controllers)
     watched = Watched(leader.process.popen.pid) if leader and leader.process.popen else None
     leader_before = controller_metrics(leader) if leader else ""
+    answered_before = [answered(w) for w in webhooks]
+    profiles: dict[str, Profile] = {}
+    if profile:
+        profiled = {f"webhook-{n}": w.process.popen for n, w in enumerate(webhooks)}
+        if leader is not None:
+            profiled["controller"] = leader.process.popen
+        profiles = {
+            name: Profile(popen.pid, args.churn_seconds, PROFILES / name).start()
+            for name, popen in profiled.items()
+            if popen is not None
+        }
     churn.statuses.clear()
     churn.latencies.clear()
     deleter_until = time.monotonic() + args.churn_seconds + 25
@@ -466,6 +524,7 @@ def churn_phase(
         deleter.join()
     after = apiserver_metrics(api)
     leader_after = controller_metrics(leader) if leader else ""
+    answered_after = [answered(w) for w in webhooks]
 
     def quotaguard_hook(labels: Mapping[str, str]) -> bool:
         return "quotaguard" in labels.get("name", "") and labels.get("operation") == "CREATE"
@@ -508,6 +567,12 @@ def churn_phase(
         "quotaguard_webhook_fail_open": fail_open,
         "load_average": round(load_average()[0], 2),
     }
+    if webhooks:
+        result["answers_per_replica"] = [
+            round(a - b) for a, b in zip(answered_after, answered_before, strict=True)
+        ]
+    if profiles:
+        result["profiles"] = {name: p.summary() for name, p in profiles.items()}
     if watched is not None:
         planned = intervals(leader_after) - intervals(leader_before)
         cost = watched.since()
@@ -529,18 +594,109 @@ def cordon(api: Api, names: list[str], on: bool) -> None:
         assert status == 200, body
 
 
-def intervals_to_converge(
-    controller: ControllerProcess, start: float, timeout: float
-) -> float | None:
-    """Planned intervals the leader ran since it had run `start` until every queue holds its
-    target."""
+MARGIN_INTERVALS = 2  # past what the step limit implies, before a phase is called not converged
+SLOW_INTERVAL_S = 3 * INTERVAL_S  # the wall-clock guard per interval: its pause + work under load
+
+
+def steps_to(start: int, target: int, rebalance: Mapping[str, Any]) -> int:
+    """Writes the step limit needs to move one nominal quota from `start` to `target`."""
+    now, steps = start, 0
+    while now != target:
+        step = step_allowed(now, rebalance)
+        now = min(now + step, target) if target > now else max(now - step, target)
+        steps += 1
+    return steps
+
+
+def implied_by(report: Mapping[str, Any], rebalance: Mapping[str, Any]) -> int:
+    """Intervals the step limit implies from what the queues held when this plan was made to
+    its targets: the slowest queue's steps (the plan's own write is the first of them)."""
+    most = 0
+    for row in report_rows(report).values():
+        held = (row.get("current") or {}).get("nominal")
+        if held is not None:
+            most = max(most, steps_to(int(held), int(row["target"]), rebalance))
+    return most
+
+
+def off_target(report: Mapping[str, Any]) -> list[str]:
+    """Rows whose planned nominal is not yet their target (held back by the step limit or by
+    capacity): the plan is not done moving them."""
+    return [
+        f"{queue}/{name}: {row['nominal']} -> {row['target']}"
+        for (queue, name), row in report_rows(report).items()
+        if row["nominal"] != row["target"]
+    ]
+
+
+def not_landed(report: Mapping[str, Any], written: Mapping[str, Any]) -> list[str]:
+    """Rows where this plan's view of a queue is not what the plan before it wrote."""
+    before = report_rows(written)
+    return [
+        f"{queue}/{name}: holds {(row.get('current') or {}).get('nominal')}, "
+        f"written {before[(queue, name)]['nominal']}"
+        for (queue, name), row in report_rows(report).items()
+        if (queue, name) in before
+        and (row.get("current") or {}).get("nominal") != before[(queue, name)]["nominal"]
+    ]
+
+
+def next_plan(
+    controller: ControllerProcess, after: str | None, timeout: float
+) -> dict[str, Any] | None:
+    """The first report planned after the one generated at `after` (None past `timeout`)."""
     deadline = time.monotonic() + timeout
-    time.sleep(INTERVAL_S * 1.5)
     while time.monotonic() < deadline:
-        if converged(controller.report()):
-            return intervals(controller_metrics(controller)) - start
+        report = controller.report()
+        if report is not None and report.get("generatedAt") != after:
+            return report
         time.sleep(1)
     return None
+
+
+def follow_change(
+    controller: ControllerProcess,
+    expected_capacity: Mapping[str, int],
+    rebalance: Mapping[str, Any],
+) -> dict[str, Any]:
+    """After a capacity change: plans until one is made on the new capacity (its report's
+    healthy capacity per class is `expected_capacity`); from there the step limit implies N
+    intervals; then plans until one plans every queue at its target (N at most is the target,
+    N + MARGIN_INTERVALS is where it stops looking), and whether the plan after it found
+    those nominals written. Intervals are counted in plans, so a slow machine stretches the
+    wall time but not the count; the wall-clock guard only catches a controller that stopped."""
+    seen = (controller.report() or {}).get("generatedAt")
+    first = None
+    for _ in range(MARGIN_INTERVALS + 3):  # the watches may take a plan or two to see it all
+        report = next_plan(controller, seen, SLOW_INTERVAL_S)
+        if report is None:
+            break
+        seen = report["generatedAt"]
+        if {c: report_capacity(report)[c][0] for c in expected_capacity} == dict(expected_capacity):
+            first = report
+            break
+    if first is None:
+        return {"converged": False, "why": "no plan on the new capacity"}
+    implied = max(implied_by(first, rebalance), 1)
+    report, plans = first, 1
+    while off_target(report) and plans < implied + MARGIN_INTERVALS:
+        following = next_plan(controller, report["generatedAt"], SLOW_INTERVAL_S)
+        if following is None:
+            break
+        report, plans = following, plans + 1
+    left = off_target(report)
+    after = next_plan(controller, report["generatedAt"], SLOW_INTERVAL_S)
+    missing = not_landed(after, report) if after is not None else ["no plan after it"]
+    return {
+        "converged": not left,
+        "intervals": plans if not left else None,
+        "implied_intervals": implied,
+        "within_implied": not left and plans <= implied,
+        "rows_off_target": len(left),
+        "off_target": left[:10],
+        "rows_not_landed": len(missing),
+        "not_landed": missing[:10],
+    }
 
 
 def nominal_sums(
@@ -610,10 +766,14 @@ def implied_intervals(versions: list[Version], rebalance: Mapping[str, Any]) -> 
     return most
 
 
-def capacity(node_list: list[dict[str, Any]], policy_document: Mapping[str, Any]) -> dict[str, int]:
+def capacity(
+    node_list: list[dict[str, Any]], policy_document: Mapping[str, Any], *, usable: bool = True
+) -> dict[str, int]:
     """Healthy capacity x usableCapacityPercent per class: what no sum of nominal quotas may
-    exceed (the planner's distributable is this less what pods of no tenant hold)."""
-    percent = float(policy_document["spec"]["rebalance"].get("usableCapacityPercent", 100))
+    exceed (the planner's distributable is this less what pods of no tenant hold); without
+    `usable`, the healthy capacity itself (the report's `capacity`)."""
+    rebalance = policy_document["spec"]["rebalance"]
+    percent = float(rebalance.get("usableCapacityPercent", 100)) if usable else 100.0
     classes = {c["name"]: c["resource"] for c in policy_document["spec"]["gpuClasses"]}
     return {
         name: math.floor(
@@ -640,6 +800,15 @@ def main() -> int:
     parser.add_argument("--rate", type=float, default=100.0, help="churn creations per second")
     parser.add_argument("--churn-seconds", type=float, default=60.0)
     parser.add_argument("--workers", type=int, default=16)
+    parser.add_argument(
+        "--webhooks", type=int, default=2, help="webhook replicas behind a loopback round-robin"
+    )
+    parser.add_argument(
+        "--profile",
+        action="store_true",
+        help="py-spy profiles of the leading controller and each webhook during the churn "
+        "with quotaguard's webhooks (needs `pip install py-spy`)",
+    )
     args = parser.parse_args()
     toolchain = build.toolchain()
     kueue_binary = build.kueue_binary()
@@ -681,7 +850,14 @@ def main() -> int:
         kueue = start_kueue(cluster, kueue_binary, frameworks=["pod"])
         policy_document = policy(args.tenants)
         policy_file = write_document(cluster.workdir / "policy.yaml", policy_document)
-        webhook = cluster.serve_quotaguard(policy_file, components="webhook")
+        webhooks = [
+            cluster.serve_quotaguard(
+                policy_file, components="webhook", register=False, name=f"quotaguard-{n}"
+            )
+            for n in range(args.webhooks)
+        ]
+        front = front_port(cluster, webhooks)
+        webhook_configs = cluster.register_webhooks(front, cert=webhooks[0].cert)
         controllers = [
             serve_controller(
                 cluster, policy_file, pod_name=f"controller-{n}", lease_namespace=LEASE_NAMESPACE
@@ -692,8 +868,13 @@ def main() -> int:
         watched = {
             "kube-apiserver": Watched(cluster.processes["kube-apiserver"].popen.pid),  # type: ignore[union-attr]
             "kueue": Watched(kueue.process.popen.pid),  # type: ignore[union-attr]
-            "webhook": Watched(webhook.process.popen.pid),  # type: ignore[union-attr]
+            **{
+                f"webhook-{n}": Watched(w.process.popen.pid)  # type: ignore[union-attr]
+                for n, w in enumerate(webhooks)
+            },
         }
+        if "round-robin" in cluster.processes:
+            watched["round-robin"] = Watched(cluster.processes["round-robin"].popen.pid)  # type: ignore[union-attr]
 
         print(f"steady state: up to {args.pods:,} pods for {args.create_minutes} min", flush=True)
         churn = Churn(api, args.tenants, workers=args.workers, first_serial=0)
@@ -712,16 +893,16 @@ def main() -> int:
         time.sleep(INTERVAL_S * 2)
 
         print(f"churn with quotaguard's webhooks, {args.rate}/s", flush=True)
-        results["churn_with"] = churn_phase(cluster, api, churn, controllers, args)
-        cluster.unregister_webhooks(webhook.webhooks)
+        results["churn_with"] = churn_phase(
+            cluster, api, churn, controllers, args, webhooks=webhooks, profile=args.profile
+        )
+        cluster.unregister_webhooks(webhook_configs)
         time.sleep(3)
         print("churn without quotaguard's webhooks (same run, pods sent as it rewrites them)")
         churn.rewritten = True
         results["churn_without"] = churn_phase(cluster, api, churn, controllers, args)
         churn.rewritten = False
-        webhook = dataclasses.replace(
-            webhook, webhooks=cluster.register_webhooks(webhook.webhook_port, cert=webhook.cert)
-        )
+        webhook_configs = cluster.register_webhooks(front, cert=webhooks[0].cert)
         time.sleep(3)
 
         leader = leader_of(controllers)
@@ -731,21 +912,18 @@ def main() -> int:
         full = distributable(leader)
         rebalance = policy_document["spec"]["rebalance"]
         history = EtcdHistory(cluster).begin()
-        start = intervals(controller_metrics(leader))
+        all_nodes = nodes(args.nodes)
+        kept_nodes = [n for n in all_nodes if n["metadata"]["name"] not in set(cordoned)]
         cordon(api, cordoned, True)
-        down = intervals_to_converge(leader, start, timeout=300)
+        down = follow_change(leader, capacity(kept_nodes, policy_document, usable=False), rebalance)
         reduced = distributable(leader)
         cut = history.versions()
         history = EtcdHistory(cluster).begin()
-        start = intervals(controller_metrics(leader))
         cordon(api, cordoned, False)
-        up = intervals_to_converge(leader, start, timeout=300)
+        up = follow_change(leader, capacity(all_nodes, policy_document, usable=False), rebalance)
         raised = history.versions()
-        all_nodes = nodes(args.nodes)
         whole = capacity(all_nodes, policy_document)
-        kept = capacity(
-            [n for n in all_nodes if n["metadata"]["name"] not in set(cordoned)], policy_document
-        )
+        kept = capacity(kept_nodes, policy_document)
         cut_versions, over_again = over_after_fitting(nominal_sums(cut, policy_document), kept)
         problems = [
             *history_problems(cut, policy_document, whole, check_steps=False),
@@ -758,10 +936,10 @@ def main() -> int:
             "distributable_cordoned": reduced,
             "capacity_full": whole,
             "capacity_cordoned": kept,
-            "intervals_after_cordon": down,
+            "after_cordon": down,
             "queue_versions_until_within_capacity": cut_versions,
-            "intervals_after_uncordon": up,
-            "intervals_the_step_limit_implies": implied_intervals(raised, rebalance),
+            "after_uncordon": up,
+            "history_steps_the_step_limit_implies": implied_intervals(raised, rebalance),
             "queue_versions": len(cut) + len(raised),
             "problems": problems[:20],
             "problem_count": len(problems),
@@ -830,7 +1008,11 @@ def main() -> int:
         "webhook_errors": with_["quotaguard_webhook_fail_open"],
         "controller_rss_ok": (controller.get("peak_rss_mb") or 1e9) < RSS_TARGET_MB,
         "interval_cpu_ok": (controller.get("cpu_s_per_interval") or 1e9) < INTERVAL_CPU_TARGET_S,
-        "convergence_ok": results["convergence"]["problem_count"] == 0,
+        "convergence_ok": results["convergence"]["problem_count"] == 0
+        and all(
+            results["convergence"][phase].get("within_implied")
+            for phase in ("after_cordon", "after_uncordon")
+        ),
         "leadership_ok": results["leadership"]["problem_count"] == 0,
     }
     results["verdicts"] = verdicts

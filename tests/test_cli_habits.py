@@ -100,6 +100,14 @@ def test_serve_help_shows_the_defaults(capsys: pytest.CaptureFixture[str]) -> No
     ):
         assert default in out
     assert "(default: None)" not in out
+    for flag, default in (
+        ("--webhook-max-connections N", "1000"),
+        ("--webhook-idle-timeout SECONDS", "60.0"),
+        ("--webhook-header-timeout SECONDS", "10.0"),
+        ("--webhook-body-timeout SECONDS", "10.0"),
+    ):
+        shown = out.rsplit(flag, 1)[1]  # the help entry, after the usage line
+        assert f"(default: {default})" in shown[: shown.index("--") if "--" in shown else None]
 
 
 def review(

@@ -1,0 +1,67 @@
+"""The scale bench's own arithmetic (bench/bench_scale_e2e.py, bench/pyspy_profile.py): the
+convergence check counts what the step limit allows and reads the controller's report as it is
+shaped; the profile summary adds up py-spy's stacks."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from bench.bench_scale_e2e import implied_by, not_landed, off_target, steps_to
+from bench.pyspy_profile import summarize
+
+REBALANCE = {"maxStepPercent": 25, "minChange": 1}
+
+
+def report(*rows: tuple[str, int, int, int | None]) -> dict[str, Any]:
+    """(queue, held, planned nominal, target) per tenant."""
+    return {
+        "tenants": [
+            {
+                "queue": queue,
+                "classes": [
+                    {
+                        "class": "h100",
+                        "nominal": nominal,
+                        "target": target,
+                        "current": None if held is None else {"nominal": held},
+                    }
+                ],
+            }
+            for queue, held, nominal, target in rows
+        ]
+    }
+
+
+def test_steps_follow_the_step_limit_both_ways() -> None:
+    assert steps_to(20, 20, REBALANCE) == 0
+    assert steps_to(20, 25, REBALANCE) == 1  # 25% of 20
+    assert steps_to(20, 40, REBALANCE) == 4  # 20 -> 25 -> 31 -> 38 -> 40
+    assert steps_to(3, 4, REBALANCE) == 1  # at least minChange
+    assert steps_to(40, 20, REBALANCE) == 3  # 40 -> 30 -> 23 -> 20
+
+
+def test_the_slowest_queue_sets_the_implied_intervals() -> None:
+    plan = report(("a", 20, 25, 40), ("b", 10, 10, 10), ("c", None, 5, 5))
+    assert implied_by(plan, REBALANCE) == steps_to(20, 40, REBALANCE)
+    assert off_target(plan) == ["a/h100: 25 -> 40"]
+    written = report(("a", 20, 25, 40))
+    assert not_landed(report(("a", 25, 31, 40)), written) == []
+    assert not_landed(report(("a", 20, 25, 40)), written) == ["a/h100: holds 20, written 25"]
+
+
+def test_profile_shares_count_self_and_inclusive_time_once_per_stack() -> None:
+    collapsed = "\n".join(
+        [
+            'process 1:"python";thread (0x1);main (/x/quotaguard/controller/loop.py:10);'
+            "plan (/x/quotaguard/quota/planner.py:5) 3",
+            "main (/x/quotaguard/controller/loop.py:10);main (/x/quotaguard/controller/loop.py:12)"
+            ";loads (/usr/lib/python3.11/json/__init__.py:346) 1",
+        ]
+    )
+    found = summarize(collapsed)
+    assert found["samples"] == 4
+    assert dict(found["self_percent"]) == {
+        "plan (quotaguard/quota/planner.py)": 75.0,
+        "loads (json/__init__.py)": 25.0,
+    }
+    assert dict(found["inclusive_percent"])["main (quotaguard/controller/loop.py)"] == 100.0
