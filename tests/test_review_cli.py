@@ -166,3 +166,50 @@ def test_a_workload_without_a_namespace_is_still_an_error(tmp_path, capsys):
     text = POD.replace("  namespace: nb-alice\n", "")
     assert main(["review", "-p", POLICY, write(tmp_path, text)]) == 2
     assert "has no metadata.namespace; pass --namespace" in capsys.readouterr().err
+
+
+SHARED_TEMPLATES = """\
+apiVersion: leaderworkerset.x-k8s.io/v1
+kind: LeaderWorkerSet
+metadata: {name: vllm, namespace: serving-a}
+spec:
+  leaderWorkerTemplate:
+    size: 2
+    leaderTemplate:
+      metadata: {annotations: {quotaguard.dev/gpu-memory: 8Gi}}
+      spec:
+        containers:
+          - {name: leader, image: x, resources: {limits: {nvidia.com/gpu: 1}}}
+          - {name: sidecar, image: x, resources: {limits: {nvidia.com/gpu: 1}}}
+    workerTemplate:
+      spec:
+        containers:
+          - {name: worker, image: x, resources: {limits: {nvidia.com/gpu: 1}}}
+          - {name: helper, image: x, resources: {limits: {nvidia.com/gpu: 1}}}
+"""
+
+
+def _summary_lines(tmp_path, capsys, text):
+    main(["review", "-p", POLICY, "-o", "summary", write(tmp_path, text)])
+    return capsys.readouterr().out.splitlines()
+
+
+def test_summary_gives_a_reason_shared_by_several_containers_once(tmp_path, capsys):
+    two_containers = POD.replace("nb-alice", "serving-a") + (
+        "    - name: helper\n      image: x\n      resources: {limits: {nvidia.com/gpu: 1}}\n"
+    )
+    lines = _summary_lines(tmp_path, capsys, two_containers)
+    assert [line for line in lines if "rewrote:" in line] == [
+        "  rewrote: main: nvidia.com/gpu=1 -> nvidia.com/mig-3g.40gb=1",
+        "  rewrote: helper: nvidia.com/gpu=1 -> nvidia.com/mig-3g.40gb=1",
+    ]
+    assert [line for line in lines if "because:" in line] == ["  because: tenant inference, rule 2"]
+
+
+def test_summary_names_the_containers_of_each_reason_when_they_differ(tmp_path, capsys):
+    lines = _summary_lines(tmp_path, capsys, SHARED_TEMPLATES)
+    assert sum("rewrote:" in line for line in lines) == 4
+    assert [line for line in lines if "because:" in line] == [
+        "  because: tenant inference, rule 1: best-fit for 8Gi (for leader/leader, leader/sidecar)",
+        "  because: tenant inference, rule 2 (for worker/worker, worker/helper)",
+    ]

@@ -209,14 +209,29 @@ def _patch_line(answer: Mapping[str, Any]) -> list[str]:
 
 
 def _warning_lines(warnings: Sequence[str], changes: Sequence[str]) -> list[str]:
-    """A rewrite's warning repeats the change with its reason: only the reason is shown."""
-    lines = []
+    """A rewrite's warning repeats the change with its reason: only the reason is shown, once
+    for all the changes it explains (several containers of one template share a rule). When
+    the changes have different reasons, each reason names the containers it is for."""
+    reasons: dict[str, list[str]] = {}
+    lines: list[str | None] = []  # None: the place of the next reason
     for warning in warnings:
         change = next((c for c in changes if warning.startswith(f"{c} (")), None)
-        lines.append(
-            f"  because: {warning[len(change) + 2 : -1]}" if change else f"  warning: {warning}"
-        )
-    return lines
+        if change is None:
+            lines.append(f"  warning: {warning}")
+            continue
+        reason = warning[len(change) + 2 : -1]
+        if reason not in reasons:
+            reasons[reason] = []
+            lines.append(None)
+        reasons[reason].append(change.partition(": ")[0])
+    ordered = iter(reasons.items())
+    return [line if line is not None else _because(*next(ordered), len(reasons)) for line in lines]
+
+
+def _because(reason: str, containers: list[str], distinct: int) -> str:
+    if distinct == 1:
+        return f"  because: {reason}"
+    return f"  because: {reason} (for {', '.join(dict.fromkeys(containers))})"
 
 
 def _denial_lines(answer: Mapping[str, Any]) -> list[str]:
