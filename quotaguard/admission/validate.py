@@ -8,6 +8,8 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterator, Mapping
 from fractions import Fraction
+from functools import lru_cache
+from math import lcm
 from typing import Any
 
 from quotaguard.admission.asked import asked_for, rewrites
@@ -297,10 +299,10 @@ def _max_per_pod(
     def worth(resource: str) -> Fraction:
         return gpu_equivalent(policy, tenant, resource, view.node_selector)
 
-    ceiling = Fraction(limit)
+    ceiling = _ceiling(limit)
     # Every container at once bounds what the scheduler reserves; most pods are far below the
     # limit, and then the exact count (init containers at their peak) is not needed.
-    if _upper_bound(view, worth) <= ceiling:
+    if _upper_bound_within(view, worth, ceiling):
         return None
     reserved = pod_gpus(view.spec, policy.gpu_resources)
     total = sum((count * worth(r) for r, count in reserved.items()), Fraction(0))
@@ -342,15 +344,30 @@ def _asked_list(view: TemplateView, worth: Callable[[str], Fraction]) -> str:
     return ", ".join(parts)
 
 
-def _upper_bound(view: TemplateView, worth: Callable[[str], Fraction]) -> Fraction:
-    total = Fraction(0)
+@lru_cache(maxsize=64)
+def _ceiling(limit: float) -> Fraction:
+    return Fraction(limit)
+
+
+def _upper_bound_within(
+    view: TemplateView, worth: Callable[[str], Fraction], ceiling: Fraction
+) -> bool:
+    """Whether every GPU container at once asks for at most `ceiling` whole GPUs. Exact, in
+    integers over the least common denominator: a sum of Fractions builds and normalises a
+    Fraction per step, and this runs for every pod of a tenant with maxGPUsPerPod."""
+    numerator, denominator = 0, 1
     for container in view.gpu_containers:
         for resource in container.resources:
             value = container.limits.get(resource, container.requests.get(resource))
             count = parse_gpu_count(value)
             if count:
-                total += count * worth(resource)
-    return total
+                each = worth(resource)
+                if denominator % each.denominator:
+                    common = lcm(denominator, each.denominator)
+                    numerator *= common // denominator
+                    denominator = common
+                numerator += count * each.numerator * (denominator // each.denominator)
+    return numerator * ceiling.denominator <= ceiling.numerator * denominator
 
 
 def queue_refs(obj: Mapping[str, Any], views: list[TemplateView]) -> list[QueueRef]:

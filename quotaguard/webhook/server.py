@@ -48,6 +48,7 @@ MAX_CONTAINERS: Final = 256
 # event loop (and every other review on it) for its whole decoding and decision.
 THREAD_BODY_BYTES: Final = 256 * 1024
 _CONTAINER_KEYS: Final = frozenset({"containers", "initContainers", "ephemeralContainers"})
+_NESTED: Final = (dict, list)  # a tuple: `dict | list` builds a union object on every test
 ADMISSION_API_VERSION: Final = "admission.k8s.io/v1"
 # Object kinds get their own metric label; anything else is "other", so that a client sending
 # made-up kinds cannot grow the number of series without bound.
@@ -221,10 +222,10 @@ def _container_count(obj: Any) -> int:
             for key, value in node.items():
                 if key in _CONTAINER_KEYS and isinstance(value, list):
                     total += len(value)
-                elif isinstance(value, dict | list):
+                elif isinstance(value, _NESTED):
                     pending.append(value)
         elif isinstance(node, list):
-            pending.extend(item for item in node if isinstance(item, dict | list))
+            pending.extend(item for item in node if isinstance(item, _NESTED))
     return total
 
 

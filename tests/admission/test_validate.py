@@ -2,10 +2,17 @@
 
 from __future__ import annotations
 
+from fractions import Fraction
+from types import SimpleNamespace
+
 import pytest
+from hypothesis import example, given
+from hypothesis import strategies as st
 
 from quotaguard.admission import validate
 from quotaguard.admission.names import KUEUE_QUEUE_LABEL, VOLCANO_QUEUE_ANNOTATION
+from quotaguard.admission.validate import _upper_bound_within
+from quotaguard.admission.workload import GpuContainer
 
 from .builders import container, gpu, job, pod, template, volcano_job
 
@@ -280,3 +287,31 @@ def test_update_that_keeps_the_gpus_is_not_judged_again_after_a_policy_change(po
 
 def test_delete_is_allowed(policy):
     assert validate(policy, pod(gpu(99)), "training", operation="DELETE").allowed
+
+
+WORTHS = {
+    "nvidia.com/gpu": Fraction(1),
+    MIG_1G: Fraction(1, 7),
+    MIG_3G: Fraction(3, 7),
+    SHARED: Fraction(1, 28),
+    "example.com/third": Fraction(2, 3),
+}
+
+
+@given(
+    st.lists(
+        st.tuples(st.sampled_from(sorted(WORTHS)), st.integers(0, 16), st.booleans()),
+        max_size=12,
+    ),
+    st.fractions(min_value=Fraction(1, 84), max_value=32, max_denominator=84),
+)
+@example([("nvidia.com/gpu", 1, True), (MIG_1G, 1, True)], Fraction(1))
+@example([(MIG_3G, 7, True), ("nvidia.com/gpu", 10**6, False)], Fraction(10**6 + 3))
+def test_the_per_pod_bound_is_the_exact_sum_of_what_containers_ask(asked, ceiling):
+    containers = tuple(
+        GpuContainer(f"c{i}", "", "", False, {r: str(n)} if in_limits else {}, {r: n})
+        for i, (r, n, in_limits) in enumerate(asked)
+    )
+    view = SimpleNamespace(gpu_containers=containers)
+    exact = sum((Fraction(n) * WORTHS[r] for r, n, _ in asked), Fraction(0))
+    assert _upper_bound_within(view, WORTHS.__getitem__, ceiling) == (exact <= ceiling)
