@@ -49,9 +49,10 @@ from bench.realistic_pod import POLICY_FILE, distinct_bodies, mutate_and_validat
 ROOT = Path(__file__).resolve().parents[1]
 BENCH = ROOT / "bench"
 THROUGHPUT_RATIO_TARGET = 0.70
-# The target as restated in bench/README.md: against a server that at least decodes the body
-# with the standard library, since the bare one does less than any webhook can.
-DECODING_RATIO_TARGET = 0.70
+# Issue 13's target: at least the throughput of a server that decodes the body with the
+# standard library and echoes the uid (the least any webhook in Python does), with one body
+# sent over and over and with distinct Pods in turn.
+DECODING_RATIO_TARGET = 1.0
 P99_TARGET_MS = 10.0
 PATHS = ("mutate", "validate")
 SERVERS = ("bare", "bare+json", "quotaguard")
@@ -83,11 +84,11 @@ def wait_listening(port: int, cafile: Path, process: subprocess.Popen[bytes]) ->
 
 
 @contextlib.contextmanager
-def server(argv: list[str], port: int, cafile: Path, log: Path) -> Iterator[int]:
-    """Start a server process; yield its pid."""
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+def server(argv: list[str], port: int, cafile: Path, log: Path, root: Path = ROOT) -> Iterator[int]:
+    """Start a server process running the code of `root`; yield its pid."""
+    env = {**os.environ, "PYTHONPATH": str(root)}
     with log.open("wb") as out:
-        process = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, env=env, cwd=ROOT)
+        process = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, env=env, cwd=root)
     try:
         wait_listening(port, cafile, process)
         yield process.pid
@@ -178,9 +179,11 @@ def best(turns: list[dict[str, Any]], key: str) -> float:
 
 
 def start_servers(
-    stack: contextlib.ExitStack, directory: Path
+    stack: contextlib.ExitStack, directory: Path, before: Path | None = None
 ) -> tuple[dict[str, tuple[str, int]], Path]:
-    """quotaguard and the two baselines, each in a process of its own: {name: (url, pid)}."""
+    """quotaguard and the two baselines, each in a process of its own: {name: (url, pid)}.
+    With `before` (another checkout, e.g. `git worktree add /tmp/before main`), that
+    checkout's quotaguard too, as "before", on the same policy and certificate."""
     subprocess.run(
         [sys.executable, "-m", "quotaguard", "certs", "--out-dir", str(directory / "tls"),
          "--ip-address", "127.0.0.1"],
@@ -189,21 +192,30 @@ def start_servers(
     cert, key = directory / "tls" / "tls.crt", directory / "tls" / "tls.key"
     cafile = directory / "tls" / "ca.crt"
     tls = ["--tls-cert-file", str(cert), "--tls-key-file", str(key)]
-    ports = {name: free_port() for name in SERVERS}
+    names = (*SERVERS, "before") if before is not None else SERVERS
+    ports = {name: free_port() for name in names}
     bare = [sys.executable, str(BENCH / "bare_webhook.py"), *tls]
-    argvs = {
-        "quotaguard": [
+
+    def quotaguard(port: int) -> list[str]:
+        return [
             sys.executable, "-m", "quotaguard", "serve", "--policy", str(POLICY_FILE),
             "--components", "webhook", "--bind-address", "127.0.0.1",
-            "--webhook-port", str(ports["quotaguard"]), "--http-port", str(free_port()), *tls,
-        ],
+            "--webhook-port", str(port), "--http-port", str(free_port()), *tls,
+        ]  # fmt: skip
+
+    argvs = {
+        "quotaguard": quotaguard(ports["quotaguard"]),
         "bare": [*bare, "--port", str(ports["bare"])],
         "bare+json": [*bare, "--port", str(ports["bare+json"]), "--parse"],
     }  # fmt: skip
+    roots = dict.fromkeys(argvs, ROOT)
+    if before is not None:
+        argvs["before"] = quotaguard(ports["before"])
+        roots["before"] = before
     servers = {}
     for name, argv in argvs.items():
         log = directory / f"{name}.log"
-        pid = stack.enter_context(server(argv, ports[name], cafile, log))
+        pid = stack.enter_context(server(argv, ports[name], cafile, log, roots[name]))
         servers[name] = (f"https://127.0.0.1:{ports[name]}", pid)
     return servers, cafile
 
@@ -318,6 +330,11 @@ def main() -> int:
     parser.add_argument(
         "--distinct", type=int, default=256, help="different Pods sent in turn in the extra turns"
     )
+    parser.add_argument(
+        "--before",
+        type=Path,
+        help="another checkout whose quotaguard also runs, as 'before', in the same turns",
+    )
     args = parser.parse_args()
 
     mutate_body, validate_body = mutate_and_validate_bodies()
@@ -336,7 +353,7 @@ def main() -> int:
         bodies = {"mutate": directory / "mutate.json", "validate": directory / "validate.json"}
         bodies["mutate"].write_bytes(mutate_body)
         bodies["validate"].write_bytes(validate_body)
-        servers, cafile = start_servers(stack, directory)
+        servers, cafile = start_servers(stack, directory, args.before)
         check_answers(servers["quotaguard"][0], bodies, cafile)
         turns, latency, rounds = measure(args, servers, bodies, cafile)
         many = {path: directory / f"{path}-distinct.jsonl" for path in PATHS}
@@ -368,20 +385,20 @@ def main() -> int:
     for path in PATHS:
         rows: dict[str, Any] = {}
         for key in ("rate", "per_cpu_second"):
-            values = {name: best(turns[path][name], key) for name in SERVERS}
+            values = {name: best(turns[path][name], key) for name in servers}
             rows[key] = {
                 **values,
                 "ratio_to_bare": values["quotaguard"] / values["bare"],
                 "ratio_to_bare+json": values["quotaguard"] / values["bare+json"],
             }
-        values = {name: 1e6 / rows["per_cpu_second"][name] for name in SERVERS}
+        values = {name: 1e6 / rows["per_cpu_second"][name] for name in servers}
         rows["cpu_us"] = {
             **values,
             "ratio_to_bare": values["quotaguard"] / values["bare"],
             "ratio_to_bare+json": values["quotaguard"] / values["bare+json"],
         }
         for q in ("p50_ms", "p99_ms"):
-            values = {name: latency[path][name][q] for name in SERVERS}
+            values = {name: latency[path][name][q] for name in servers}
             rows[q] = {
                 **values,
                 "ratio_to_bare": values["quotaguard"] / values["bare"],
@@ -391,13 +408,19 @@ def main() -> int:
         ok &= rows["p99_ms"]["quotaguard"] <= P99_TARGET_MS
         restated_ok &= rows["per_cpu_second"]["ratio_to_bare+json"] >= DECODING_RATIO_TARGET
         restated_ok &= rows["p99_ms"]["quotaguard"] <= P99_TARGET_MS
-        if all(distinct[path][name] for name in SERVERS):
-            values = {name: best(distinct[path][name], "per_cpu_second") for name in SERVERS}
+        if all(distinct[path][name] for name in servers):
+            values = {name: best(distinct[path][name], "per_cpu_second") for name in servers}
             rows["distinct_per_cpu_second"] = {
                 **values,
                 "ratio_to_bare": values["quotaguard"] / values["bare"],
                 "ratio_to_bare+json": values["quotaguard"] / values["bare+json"],
             }
+            restated_ok &= (
+                rows["distinct_per_cpu_second"]["ratio_to_bare+json"] >= DECODING_RATIO_TARGET
+            )
+        if "before" in servers:
+            for row in rows.values():
+                row["before_ratio_to_bare+json"] = row["before"] / row["bare+json"]
         summary[path] = {
             "best": rows,
             "latency": latency[path],
@@ -419,10 +442,15 @@ def main() -> int:
                 continue
             row = rows[key]
             number = "{:11,.0f}" if not unit else "{:8.2f} ms"
+            before = (
+                f"   before {number.format(row['before'])} {row['before_ratio_to_bare+json']:7.2f}"
+                if "before" in row
+                else ""
+            )
             print(
                 f"  {label:12s} {number.format(row['quotaguard'])} {number.format(row['bare'])} "
                 f"{row['ratio_to_bare']:7.2f} {number.format(row['bare+json'])} "
-                f"{row['ratio_to_bare+json']:7.2f}"
+                f"{row['ratio_to_bare+json']:7.2f}{before}"
             )
     verdict = "ok" if ok else "MISSED"
     print(
@@ -431,7 +459,8 @@ def main() -> int:
     )
     restated = "ok" if restated_ok else "MISSED"
     print(
-        f"restated: req/CPU-s >= {DECODING_RATIO_TARGET:.0%} of bare+json, "
+        f"issue 13: req/CPU-s (one body and distinct) >= {DECODING_RATIO_TARGET:.0%} of "
+        "bare+json, "
         f"p99 <= {P99_TARGET_MS:g} ms at {args.rate:g}/s: {restated}"
     )
     summary["targets"] = {"against_bare": ok, "against_bare_json": restated_ok}
