@@ -18,7 +18,8 @@ same reason. `tests/test_sparse.py` holds the contract: the same answer from eit
 from __future__ import annotations
 
 import json
-from typing import Any
+from types import UnionType
+from typing import Any, TypedDict, Union, get_args, get_origin
 
 import msgspec
 from msgspec import UNSET, Struct, UnsetType
@@ -80,6 +81,27 @@ class _Review(Struct, omit_defaults=True):
     request: _Request | UnsetType | None = UNSET
 
 
+def _as_dicts(schema: Any, made: dict[type, Any]) -> Any:
+    """`schema` with each Struct as a TypedDict of its fields (a field left unset is absent):
+    msgspec then builds the plain dicts the engine reads while decoding, instead of Structs
+    that `msgspec.to_builtins` would copy into dicts afterwards (~4 us of ~15 for an 11 KB
+    Pod review). The Structs stay the one place the schema is written."""
+    if isinstance(schema, type) and issubclass(schema, Struct):
+        if schema not in made:
+            fields = {f.name: _as_dicts(f.type, made) for f in msgspec.structs.fields(schema)}
+            made[schema] = TypedDict(schema.__name__, fields, total=False)  # type: ignore[operator]
+        return made[schema]
+    origin, args = get_origin(schema), get_args(schema)
+    if origin in (Union, UnionType):
+        kept = tuple(_as_dicts(a, made) for a in args if a is not UnsetType)
+        return Union[kept]  # noqa: UP007
+    if origin is list:
+        return list[_as_dicts(args[0], made)]  # type: ignore[misc]
+    if origin is dict:  # a map step: its keys are names
+        return dict[str, _as_dicts(args[1], made)]  # type: ignore[misc]
+    return schema
+
+
 def _widened(obj: Any) -> Any:
     """`_Review` with `obj` as the type of its object and old object."""
     fields = [
@@ -97,24 +119,26 @@ def _widened(obj: Any) -> Any:
     )
 
 
-_POD_DECODER = msgspec.json.Decoder(_Review)
+_POD_DECODER = msgspec.json.Decoder(_as_dicts(_Review, {}))
 # Every kind of the table: more fields to look up, so a Pod is not decoded with it.
-_DECODER = msgspec.json.Decoder(_widened(object_schema(_Metadata, _PodSpec, _Resources)))
-_to_builtins = msgspec.to_builtins
+_DECODER = msgspec.json.Decoder(
+    _as_dicts(_widened(object_schema(_Metadata, _PodSpec, _Resources)), {})
+)
 _POD = ("v1", "Pod")
 
 
 def _kinds(review: Any) -> set[tuple[str, str]] | None:
     """(apiVersion, kind) of the object and old object; None when one is not a string."""
-    request = review.request
-    if not isinstance(request, _Request):
+    request = review.get("request")
+    if not isinstance(request, dict):
         return set()
     found = set()
-    for obj in (request.object, request.oldObject):
-        if isinstance(obj, _Object):
-            if not (isinstance(obj.apiVersion, str) and isinstance(obj.kind, str)):
+    for obj in (request.get("object"), request.get("oldObject")):
+        if isinstance(obj, dict):
+            api_version, kind = obj.get("apiVersion"), obj.get("kind")
+            if not (isinstance(api_version, str) and isinstance(kind, str)):
                 return None
-            found.add((obj.apiVersion, obj.kind))
+            found.add((api_version, kind))
     return found
 
 
@@ -130,12 +154,12 @@ def decode_review_body(body: bytes) -> Any:
     if kinds is None:
         return json.loads(body)
     if not kinds or kinds == {_POD}:
-        return _to_builtins(review)
+        return review
     # Any other kind of the table is decoded again with its templates; one outside it whole
     # (the schema would drop what such a kind keeps, and the engine allows it unread anyway).
     if not all(kind_of({"apiVersion": a, "kind": k}) for a, k in kinds):
         return json.loads(body)
     try:
-        return _to_builtins(_DECODER.decode(body))
+        return _DECODER.decode(body)
     except (msgspec.MsgspecError, RecursionError):
         return json.loads(body)
