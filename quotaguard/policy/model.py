@@ -93,7 +93,7 @@ class GpuClass(_Strict):
     def shared(self) -> bool:
         return self.sharing != "none"
 
-    @property
+    @cached_property  # admission's best-fit asks it of every class, per request
     def mig(self) -> bool:
         return self.resource.startswith(MIG_PREFIX)
 
