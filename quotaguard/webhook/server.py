@@ -220,9 +220,11 @@ def _container_count(obj: Any) -> int:
         node = pending.pop()
         if isinstance(node, dict):
             for key, value in node.items():
+                if not isinstance(value, _NESTED):
+                    continue  # most values are strings: one test for them
                 if key in _CONTAINER_KEYS and isinstance(value, list):
                     total += len(value)
-                elif isinstance(value, _NESTED):
+                else:
                     pending.append(value)
         elif isinstance(node, list):
             pending.extend(item for item in node if isinstance(item, _NESTED))
