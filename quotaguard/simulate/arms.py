@@ -12,9 +12,9 @@
 * **pool** — the same guarantees, never lent, and the rest of the distributable capacity as
   quota of the cohort itself (a Kueue Cohort with resourceGroups) that any queue borrows up to
   its max: the most a hand-written configuration can do with the policy's numbers.
-* **dynamic** — every `rebalance.interval` the quota controller's planner
-  (`quotaguard.quota.planner.plan`, fed by the same demand smoothing and usage-decayed weights
-  as in the cluster) rewrites every queue's quotas and weights, as `mode: apply` would.
+* **dynamic** — every `rebalance.interval` the quota controller's planning step
+  (`quotaguard.quota.step`: the same demand smoothing, usage-decayed weights and planner as in
+  the cluster) rewrites every queue's quotas and weights, as `mode: apply` would.
 * **geometry** — dynamic quotas, and the nodes of the policy's `geometry.pools` change MIG
   layout as the layout planner chooses, each change serving nothing for `reconfigureTime`
   (`geometry_arm.py`); without `geometry:` it is the dynamic arm.
@@ -32,9 +32,9 @@ from typing import Literal, Protocol
 
 from quotaguard.policy.model import TenantPolicy
 from quotaguard.quota.capacity import ClassCapacity
-from quotaguard.quota.demand import ClassDemand, Demand, DemandSmoother
+from quotaguard.quota.demand import ClassDemand
 from quotaguard.quota.planner import Plan, plan, quota_of
-from quotaguard.quota.weights import UsageHistory, fair_share_weights, usage_in_gpus
+from quotaguard.quota.step import Observed, PlanState, observe, plan_observed
 from quotaguard.simulate.arrivals import Arrival, Verdict
 from quotaguard.simulate.geometry_arm import GeometryController, widest_capacity
 from quotaguard.simulate.placement import Cluster
@@ -210,7 +210,8 @@ def dynamic_bounds(policy: TenantPolicy, capacity: Mapping[str, ClassCapacity]) 
 
 
 class QuotaController:
-    """The quota controller of the dynamic arm: demand smoothing, usage history, plan."""
+    """The quota controller of the dynamic arm: the controller's own planning step
+    (`quota.step`: demand smoothing, usage history, weights, plan) on the simulated queues."""
 
     def __init__(
         self,
@@ -218,24 +219,19 @@ class QuotaController:
         capacity: Mapping[str, ClassCapacity],
         preemption: Preemption,
     ) -> None:
-        rebalance = policy.spec.rebalance
         self.policy = policy
         self.preemption = preemption
         self.capacity = capacity
-        self.smoother = DemandSmoother(rebalance.demand_window)
-        self.history = UsageHistory()
-        self.previous: Plan | None = None
+        self.state = PlanState()
         self.runs = 0
-        self.computed = 0
         self._inputs: tuple[object, ...] | None = None
 
     def tick(self, model: QueueModel, now: float) -> CohortConfig | None:
         """One controller pass; the queues to write, or None when they stay as they are."""
-        smoothed, weights = self.observe(model, now)
-        return self.replan(model, smoothed, weights)
+        return self.replan(model, self.observe(model, now))
 
-    def observe(self, model: QueueModel, now: float) -> tuple[Demand, dict[str, float]]:
-        """This interval's demand, smoothed, and the fair-share weights (state carried on)."""
+    def observe(self, model: QueueModel, now: float) -> Observed:
+        """This interval's demand into the step's first half: smoothed, and the weights."""
         demand: dict[str, dict[str, ClassDemand]] = {}
         for tenant in model.queue_names():
             usage, pending = model.usage(tenant), model.pending_units(tenant)
@@ -246,39 +242,32 @@ class QuotaController:
             }
             if rows:
                 demand[tenant] = rows
-        rebalance = self.policy.spec.rebalance
-        self.smoother, smoothed = self.smoother.observe(demand, now)
-        self.history = self.history.record(
-            usage_in_gpus(self.policy, demand), now, rebalance.usage_half_life
-        )
+        seen = observe(self.policy, demand, now, self.state)
+        self.state = seen.state
         self.runs += 1
-        return smoothed, fair_share_weights(self.policy, self.history)
+        return seen
 
-    def replan(
-        self, model: QueueModel, smoothed: Demand, weights: Mapping[str, float]
-    ) -> CohortConfig | None:
-        """The plan on `self.capacity`; the queues to write, or None when they stay."""
+    def replan(self, model: QueueModel, seen: Observed) -> CohortConfig | None:
+        """The step's second half on `self.capacity`, the last plan its hysteresis baseline
+        (the simulated queues follow a plan at once); the queues to write, or None."""
         # The plan is a function of these inputs alone: when they repeat (a quiet cluster),
         # so does the plan, and the planner need not run again.
         inputs = (
             tuple(
                 (tenant, name, row.usage, row.pending)
-                for tenant, rows in sorted(smoothed.items())
+                for tenant, rows in sorted(seen.demand.items())
                 for name, row in sorted(rows.items())
             ),
-            tuple(sorted(weights.items())),
+            tuple(sorted(seen.weights.items())),
             tuple(sorted(self.capacity.items())),
-            _nominals(self.previous),
+            _nominals(seen.state.previous),
         )
         if inputs == self._inputs:
             return None
-        targets = plan(
-            self.policy, self.capacity, smoothed, weights=weights, previous=self.previous
-        )
-        self.computed += 1
-        self.previous = targets
-        self._inputs = (*inputs[:3], _nominals(targets))
-        queues = planned_cohort(self.policy, targets, self.preemption)
+        step = plan_observed(self.policy, self.capacity, seen, from_previous=True)
+        self.state = step.state
+        self._inputs = (*inputs[:3], _nominals(step.plan))
+        queues = planned_cohort(self.policy, step.plan, self.preemption)
         return None if queues == model.cohort else queues
 
 

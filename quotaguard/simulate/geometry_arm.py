@@ -39,7 +39,7 @@ from quotaguard.policy.migconfig import MIG_CONFIG_LABEL, MIG_STATE_LABEL, SHARI
 from quotaguard.policy.model import TenantPolicy
 from quotaguard.quota.capacity import ClassCapacity, capacities_from_totals, class_capacity
 from quotaguard.quota.cluster import Node
-from quotaguard.quota.demand import Demand
+from quotaguard.quota.step import Observed
 from quotaguard.simulate.placement import Cluster
 from quotaguard.simulate.queueing import CohortConfig, QueueModel
 from quotaguard.simulate.setup import Setup
@@ -53,11 +53,9 @@ class QuotaReplanner(Protocol):
     runs: int
     capacity: Mapping[str, ClassCapacity]
 
-    def observe(self, model: QueueModel, now: float) -> tuple[Demand, dict[str, float]]: ...
+    def observe(self, model: QueueModel, now: float) -> Observed: ...
 
-    def replan(
-        self, model: QueueModel, smoothed: Demand, weights: Mapping[str, float]
-    ) -> CohortConfig | None: ...
+    def replan(self, model: QueueModel, seen: Observed) -> CohortConfig | None: ...
 
 
 def applying_policy(policy: TenantPolicy) -> TenantPolicy | None:
@@ -101,24 +99,26 @@ class GeometryController:
         self.runs = 0
 
     def tick(self, model: QueueModel, now: float) -> CohortConfig | None:
-        smoothed, weights = self.quota.observe(model, now)
+        seen = self.quota.observe(model, now)
         self.runs = self.quota.runs
         policy = self.policy
         if policy is None:
-            return self.quota.replan(model, smoothed, weights)
+            return self.quota.replan(model, seen)
         self._mig_manager(now)
         nodes = list(self.nodes.values())
         pods = self.shared.pods
         views = self._views(policy, nodes)
         held = {name: row.held_outside for name, row in class_capacity(policy, nodes, pods).items()}
-        layouts = plan_layouts(policy, views, smoothed, now=now, weights=weights, held_outside=held)
+        layouts = plan_layouts(
+            policy, views, seen.demand, now=now, weights=seen.weights, held_outside=held
+        )
         self.last_plan = layouts
         out = layouts.out_of_capacity
         self.quota.capacity = class_capacity(policy, [n for n in nodes if n.name not in out], pods)
         for view, update in next_updates(policy, layouts, views, now):
             self._apply(view, update, now)
         model.resize(self._units(policy))
-        return self.quota.replan(model, smoothed, weights)
+        return self.quota.replan(model, seen)
 
     # -- the nodes -----------------------------------------------------------------------
 
