@@ -22,12 +22,8 @@ MAX_COMPLEXITY = 15
 ROOT = Path(__file__).resolve().parents[1]
 
 # "path:qualified name" -> complexity when the gate was set (to be brought under the limit).
-ALLOWED: dict[str, int] = {
-    "quotaguard/simulate/queueing.py:QueueModel._preempt": 28,
-    "quotaguard/simulate/preemption.py:candidates": 18,
-    "quotaguard/admission/workload.py:_gpu_containers": 17,
-    "quotaguard/admission/reviews.py:decode_review": 16,
-}
+# Empty: every function is within the limit.
+ALLOWED: dict[str, int] = {}
 
 
 def _functions(blocks: list[Function | Class]) -> Iterator[tuple[str, int]]:

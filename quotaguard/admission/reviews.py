@@ -113,6 +113,12 @@ def decode_review(body: object) -> AdmissionRequest:
     request = body.get("request")
     if not isinstance(request, dict):
         raise BadReview("the AdmissionReview has no request")
+    _check_request(request)
+    return cast(AdmissionRequest, request)
+
+
+def _check_request(request: Mapping[str, object]) -> None:
+    """The fields of `request` an answer depends on: uid, operation, object, namespace."""
     uid = request.get("uid")
     if not isinstance(uid, str) or not uid:
         raise BadReview("request.uid is missing or not a string")
@@ -129,7 +135,6 @@ def decode_review(body: object) -> AdmissionRequest:
     old = request.get("oldObject")
     if old is not None and not isinstance(old, dict):
         raise BadReview(f"request.oldObject must be an object or null, not {_kind_of(old)}")
-    return cast(AdmissionRequest, request)
 
 
 def _kind_of(value: object) -> str:

@@ -140,36 +140,49 @@ def _gpu_containers(
                 if container is not None:
                     _odd(root, template, field, index, "a map", container)
                 continue
-            resources = container.get("resources")
-            if not isinstance(resources, dict):
-                if resources is not None:
-                    _odd(root, template, field, index, "a map", resources, "resources")
-                continue
-            limits = _gpu_entries(resources.get("limits"), gpu_resources)
-            requests = _gpu_entries(resources.get("requests"), gpu_resources)
-            if limits is None or requests is None:
-                section = "limits" if limits is None else "requests"
-                _odd(
-                    root, template, field, index, "a map", resources[section], "resources", section
-                )
-            if not limits and not requests:
-                continue
-            name = container.get("name")
-            if not isinstance(name, str):
-                if name is not None:
-                    _odd(root, template, field, index, "a string", name, "name")
-                name = "?"
-            found.append(
-                GpuContainer(
-                    label=f"{template_name}/{name}" if template_name else name,
-                    pointer=f"{template.spec_pointer}/{field}/{index}",
-                    resources_pointer=f"{template.spec_pointer}/{field}/{index}/resources",
-                    init=field == "initContainers",
-                    limits=limits,
-                    requests=requests,
-                )
+            gpu = _gpu_container(
+                container, template, template_name, gpu_resources, (root, field, index)
             )
+            if gpu is not None:
+                found.append(gpu)
     return found
+
+
+def _gpu_container(
+    container: Mapping[str, Any],
+    template: PodTemplate,
+    template_name: str | None,
+    gpu_resources: frozenset[str],
+    at: tuple[str, str, int],
+) -> GpuContainer | None:
+    """The container at `at` (root, container list, index), when it asks for a GPU resource."""
+    root, field, index = at
+    resources = container.get("resources")
+    if not isinstance(resources, dict):
+        if resources is not None:
+            _odd(root, template, field, index, "a map", resources, "resources")
+        return None
+    limits = _gpu_entries(resources.get("limits"), gpu_resources)
+    requests = _gpu_entries(resources.get("requests"), gpu_resources)
+    if limits is None or requests is None:
+        section = "limits" if limits is None else "requests"
+        _odd(root, template, field, index, "a map", resources[section], "resources", section)
+    if not limits and not requests:
+        return None
+    name = container.get("name")
+    if not isinstance(name, str):
+        if name is not None:
+            _odd(root, template, field, index, "a string", name, "name")
+        name = "?"
+    where = f"{template.spec_pointer}/{field}/{index}"
+    return GpuContainer(
+        label=f"{template_name}/{name}" if template_name else name,
+        pointer=where,
+        resources_pointer=f"{where}/resources",
+        init=field == "initContainers",
+        limits=limits,
+        requests=requests,
+    )
 
 
 def _trainer_container(

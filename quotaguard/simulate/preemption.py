@@ -27,7 +27,7 @@ way even though admission order follows fair sharing.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal, Protocol
 
@@ -121,32 +121,56 @@ def candidates(
     instant, so a round of preemptions always ends."""
     policy = cohort.preemption(workload.queue)
     found: list[QueuedWorkload] = []
-    priority = workload.priority
-    within = policy.within_cluster_queue
-    if within != "Never":
-        newer_too = within == "LowerOrNewerEqualPriority"
-        mine = (workload.arrival, workload.id)
-        for other in cohort.running(workload.queue):
-            if not _earlier(other, now) or other.priority > priority:
-                continue
-            if other.priority == priority and not (newer_too and mine < (other.arrival, other.id)):
-                continue
-            if _holds(other, lacking):
-                found.append(other)
-    reclaim = policy.reclaim_within_cohort
-    if reclaim != "Never":
-        for name in cohort.queue_names():
-            if name == workload.queue or not cohort.borrowing(name, lacking):
-                continue
-            for other in cohort.running(name):
-                if not _earlier(other, now):
-                    continue
-                if reclaim == "LowerPriority" and other.priority >= priority:
-                    continue
-                if _holds(other, lacking):
-                    found.append(other)
+    if policy.within_cluster_queue != "Never":
+        newer_too = policy.within_cluster_queue == "LowerOrNewerEqualPriority"
+        found.extend(_in_own_queue(cohort, workload, lacking, now, newer_too=newer_too))
+    if policy.reclaim_within_cohort != "Never":
+        lower_only = policy.reclaim_within_cohort == "LowerPriority"
+        found.extend(_in_borrowing_queues(cohort, workload, lacking, now, lower_only=lower_only))
     found.sort(key=lambda other: victim_key(workload.queue, other))
     return found
+
+
+def _in_own_queue(
+    cohort: Cohort,
+    workload: QueuedWorkload,
+    lacking: frozenset[str],
+    now: float,
+    *,
+    newer_too: bool,
+) -> Iterator[QueuedWorkload]:
+    """withinClusterQueue: lower priorities of the workload's own queue (with `newer_too`,
+    also equal priorities that arrived after it) holding what it lacks."""
+    priority, mine = workload.priority, (workload.arrival, workload.id)
+    for other in cohort.running(workload.queue):
+        if not _earlier(other, now) or other.priority > priority:
+            continue
+        if other.priority == priority and not (newer_too and mine < (other.arrival, other.id)):
+            continue
+        if _holds(other, lacking):
+            yield other
+
+
+def _in_borrowing_queues(
+    cohort: Cohort,
+    workload: QueuedWorkload,
+    lacking: frozenset[str],
+    now: float,
+    *,
+    lower_only: bool,
+) -> Iterator[QueuedWorkload]:
+    """reclaimWithinCohort: workloads of other queues that borrow what the workload lacks
+    (with `lower_only`, only lower priorities)."""
+    for name in cohort.queue_names():
+        if name == workload.queue or not cohort.borrowing(name, lacking):
+            continue
+        for other in cohort.running(name):
+            if not _earlier(other, now):
+                continue
+            if lower_only and other.priority >= workload.priority:
+                continue
+            if _holds(other, lacking):
+                yield other
 
 
 def _borrow_threshold(policy: Preemption, workload: QueuedWorkload) -> int | None:

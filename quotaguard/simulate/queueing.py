@@ -38,7 +38,7 @@ What it follows (Kueue "Cluster Queue", "Preemption" and fair sharing documentat
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -179,6 +179,33 @@ class _Queue:
             priorities[workload.priority] = left
         else:
             del priorities[workload.priority]
+
+
+def _preempting_heads(
+    name: str, queue: _Queue, borrowers: Mapping[str, list[str]]
+) -> Iterator[QueuedWorkload]:
+    """The heads of a queue's pending workloads that its preemption policy lets try: by
+    reclaiming from another queue that borrows what they ask for, or by preempting a lower
+    priority in their own queue."""
+    policy = queue.config.preemption
+    if not queue.pending or not policy.enabled:
+        return
+    heads = [waiting[0] for waiting in queue.pending.values()]
+    if queue.config.strategy == "StrictFIFO":
+        heads = [min(heads, key=QueuedWorkload.queue_key)]
+    reclaim = policy.reclaim_within_cohort != "Never"
+    within = policy.within_cluster_queue
+    # the lowest priority running in the queue, made comparable to "lower than"
+    lowest = min(queue.running_priorities, default=None)
+    if lowest is not None and within == "LowerOrNewerEqualPriority":
+        lowest -= 1
+    for head in heads:
+        reclaimable = reclaim and any(
+            other != name for c, _ in head.request for other in borrowers.get(c, ())
+        )
+        ranked_below = within != "Never" and lowest is not None and lowest < head.priority
+        if reclaimable or ranked_below:
+            yield head
 
 
 class QueueModel:
@@ -436,35 +463,12 @@ class QueueModel:
     def _preempt(self, now: float, *, within_nominal: bool = False) -> QueuedWorkload | None:
         """The first pending workload, in admission order, that preemption makes fit (with
         `within_nominal`, only one that would not borrow); its victims are evicted."""
-        # class -> queues using more than their nominal quota of it: the only places a
-        # reclaim can take from (a cheap test before the search for victims)
-        borrowers: dict[str, list[str]] = {}
-        for name, queue in self._queues.items():
-            for class_name, used in queue.usage.items():
-                limits = queue.limits.get(class_name)
-                if used > (limits[0] if limits is not None else 0):
-                    borrowers.setdefault(class_name, []).append(name)
-        attempts: list[QueuedWorkload] = []
-        for name, queue in self._queues.items():
-            policy = queue.config.preemption
-            if not queue.pending or not policy.enabled:
-                continue
-            heads = [waiting[0] for waiting in queue.pending.values()]
-            if queue.config.strategy == "StrictFIFO":
-                heads = [min(heads, key=QueuedWorkload.queue_key)]
-            reclaim = policy.reclaim_within_cohort != "Never"
-            within = policy.within_cluster_queue
-            # the lowest priority running in the queue, made comparable to "lower than"
-            lowest = min(queue.running_priorities, default=None)
-            if lowest is not None and within == "LowerOrNewerEqualPriority":
-                lowest -= 1
-            for head in heads:
-                reclaimable = reclaim and any(
-                    other != name for c, _ in head.request for other in borrowers.get(c, ())
-                )
-                ranked_below = within != "Never" and lowest is not None and lowest < head.priority
-                if reclaimable or ranked_below:
-                    attempts.append(head)
+        borrowers = self._borrowers()
+        attempts = [
+            head
+            for name, queue in self._queues.items()
+            for head in _preempting_heads(name, queue, borrowers)
+        ]
         ranked = sorted(
             ((self.borrows(w.queue, w.request), -w.priority, w.arrival, w.id), w) for w in attempts
         )
@@ -480,6 +484,17 @@ class QueueModel:
                     self._evict(victim, now, workload)
                 return workload
         return None
+
+    def _borrowers(self) -> dict[str, list[str]]:
+        """Class -> the queues using more than their nominal quota of it: the only places a
+        reclaim can take from (a cheap test before the search for victims)."""
+        borrowers: dict[str, list[str]] = {}
+        for name, queue in self._queues.items():
+            for class_name, used in queue.usage.items():
+                limits = queue.limits.get(class_name)
+                if used > (limits[0] if limits is not None else 0):
+                    borrowers.setdefault(class_name, []).append(name)
+        return borrowers
 
     def _evict(self, workload: QueuedWorkload, now: float, preemptor: QueuedWorkload) -> None:
         self._queues[workload.queue].stop(workload)
