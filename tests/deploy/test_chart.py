@@ -20,6 +20,7 @@ from tests.deploy.manifests import (
     helm_template,
     load_yaml,
     one,
+    parse,
     pod_spec,
     run_helm,
 )
@@ -47,9 +48,14 @@ def test_helm_lint_passes_with_every_component(values: list[str]) -> None:
     assert result.returncode == 0, result.stdout + result.stderr
 
 
-def test_default_install_leaves_the_namespace_to_helm() -> None:
+@pytest.fixture(scope="module")
+def default_chart() -> list[Manifest]:
+    return helm_template()
+
+
+def test_default_install_leaves_the_namespace_to_helm(default_chart: list[Manifest]) -> None:
     # `helm install --create-namespace` creates it; a Namespace in the chart would then clash.
-    assert not find(helm_template(), "Namespace")
+    assert not find(default_chart, "Namespace")
 
 
 def source_webhook_configurations() -> list[Manifest]:
@@ -74,12 +80,14 @@ def without_release_labels(doc: Manifest) -> Manifest:
     return doc
 
 
-def test_chart_webhook_configurations_are_the_ones_of_webhook_dir() -> None:
+def test_chart_webhook_configurations_are_the_ones_of_webhook_dir(
+    default_chart: list[Manifest],
+) -> None:
     """The chart reads webhook/*.yaml (files/webhook links there): a webhook added or renamed
     there is in both builds, unchanged."""
     rendered = [
         without_release_labels(d)
-        for d in helm_template()
+        for d in default_chart
         if d.get("kind", "").endswith("WebhookConfiguration")
     ]
     assert sorted(rendered, key=lambda d: d["kind"]) == sorted(
@@ -126,9 +134,7 @@ def test_policy_from_a_file() -> None:
             f"policy.content={f.name}",
         )
     assert result.returncode == 0, result.stderr
-    import yaml
-
-    docs = [d for d in yaml.safe_load_all(result.stdout) if d]
+    docs = parse(result.stdout)
     config_map = one(docs, "ConfigMap", "quotaguard-policy")
     assert config_map["data"]["policy.yaml"] == text
     assert load_policy_text(text, "policy").name == "team-gpus"

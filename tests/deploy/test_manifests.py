@@ -22,6 +22,7 @@ from tests.deploy.manifests import (
     KUBECTL,
     REPO,
     Manifest,
+    Renders,
     find,
     kustomize,
     labels_match,
@@ -29,7 +30,6 @@ from tests.deploy.manifests import (
     one,
     pod_spec,
     raw_manifests,
-    render,
     webhooks,
     workloads,
 )
@@ -56,30 +56,24 @@ TOOLS = ["kustomize", "helm"]
 
 
 @pytest.fixture(scope="module", params=["kustomize", "raw", "helm"])
-def build(
-    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
-) -> list[Manifest]:
+def build(request: pytest.FixtureRequest, renders: Renders) -> list[Manifest]:
     """The default build, rendered by kustomize and by the chart, and config/'s files read raw
     (so the checks still run where kubectl is absent)."""
     if request.param == "raw":
         return raw_manifests()
     if request.param == "kustomize" and KUBECTL is None:
         pytest.skip("kubectl not installed; the raw files are checked instead")
-    return render(request.param, tmp_path_factory.mktemp("build"), [])
+    return renders(request.param, [])
 
 
 @pytest.fixture(scope="module", params=TOOLS)
-def rendered(
-    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
-) -> list[Manifest]:
-    return render(request.param, tmp_path_factory.mktemp("rendered"), [])
+def rendered(request: pytest.FixtureRequest, renders: Renders) -> list[Manifest]:
+    return renders(request.param, [])
 
 
 @pytest.fixture(scope="module", params=TOOLS)
-def with_cert_manager(
-    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
-) -> list[Manifest]:
-    return render(request.param, tmp_path_factory.mktemp("cm") / "overlay", ["cert-manager"])
+def with_cert_manager(request: pytest.FixtureRequest, renders: Renders) -> list[Manifest]:
+    return renders(request.param, ["cert-manager"])
 
 
 def certs_job(docs: list[Manifest]) -> Manifest:
@@ -127,8 +121,8 @@ def test_no_wildcard_in_any_rbac_rule(build: list[Manifest]) -> None:
     "components",
     [["cert-manager"], ["pilot"], ["manage-queues"], ["prometheus"], ["gpu-operator-configs"]],
 )
-def test_no_wildcard_with_any_component(tmp_path: Path, tool: str, components: list[str]) -> None:
-    docs = render(tool, tmp_path / "o", components)
+def test_no_wildcard_with_any_component(renders: Renders, tool: str, components: list[str]) -> None:
+    docs = renders(tool, components)
     for where, rule in rbac_rules(docs):
         assert "*" not in str(rule), f"{where}: wildcard"
 
@@ -524,9 +518,9 @@ def test_cert_manager_replaces_the_certs_job_and_injects_the_ca(
 
 @pytest.mark.parametrize("tool", TOOLS)
 def test_pilot_limits_the_webhooks_to_labelled_namespaces_and_recommends(
-    tmp_path: Path, tool: str
+    renders: Renders, tool: str
 ) -> None:
-    docs = render(tool, tmp_path / "o", ["pilot"])
+    docs = renders(tool, ["pilot"])
     hooks = list(webhooks(docs))
     # CREATE: mutating and validating for each kind; UPDATE: the same but no Pod validation
     assert len(hooks) == 4 * len(KINDS) - 1
@@ -542,9 +536,9 @@ def test_pilot_limits_the_webhooks_to_labelled_namespaces_and_recommends(
 
 
 @pytest.mark.parametrize("tool", TOOLS)
-def test_manage_queues_adds_create_on_queues_only(tmp_path: Path, tool: str) -> None:
-    base = grants(one(render(tool, tmp_path / "b", []), "ClusterRole", "quotaguard-controller"))
-    docs = render(tool, tmp_path / "o", ["manage-queues"])
+def test_manage_queues_adds_create_on_queues_only(renders: Renders, tool: str) -> None:
+    base = grants(one(renders(tool, []), "ClusterRole", "quotaguard-controller"))
+    docs = renders(tool, ["manage-queues"])
     added = grants(one(docs, "ClusterRole", "quotaguard-controller")) - base
     assert added == {
         ("kueue.x-k8s.io", "clusterqueues", "create"),
@@ -554,11 +548,11 @@ def test_manage_queues_adds_create_on_queues_only(tmp_path: Path, tool: str) -> 
 
 @pytest.mark.parametrize("tool", TOOLS)
 def test_gpu_operator_configs_grant_reading_one_configmap_in_the_operators_namespace(
-    tmp_path: Path, tool: str
+    renders: Renders, tool: str
 ) -> None:
-    base = render(tool, tmp_path / "b", [])
+    base = renders(tool, [])
     assert not [d for d in base if d["metadata"]["name"] == "quotaguard-controller-mig-configs"]
-    docs = render(tool, tmp_path / "o", ["gpu-operator-configs"])
+    docs = renders(tool, ["gpu-operator-configs"])
     role = one(docs, "Role", "quotaguard-controller-mig-configs")
     assert role["metadata"]["namespace"] == "gpu-operator"
     assert role["rules"] == [
@@ -585,8 +579,10 @@ def test_gpu_operator_configs_grant_reading_one_configmap_in_the_operators_names
 
 
 @pytest.mark.parametrize("tool", TOOLS)
-def test_prometheus_scrapes_both_deployments_on_their_http_port(tmp_path: Path, tool: str) -> None:
-    docs = render(tool, tmp_path / "o", ["prometheus"])
+def test_prometheus_scrapes_both_deployments_on_their_http_port(
+    renders: Renders, tool: str
+) -> None:
+    docs = renders(tool, ["prometheus"])
     monitor = one(docs, "PodMonitor", "quotaguard")
     (endpoint,) = monitor["spec"]["podMetricsEndpoints"]
     requirements = monitor["spec"]["selector"]["matchExpressions"]
@@ -694,9 +690,9 @@ def test_samples_are_not_in_the_default_build(build: list[Manifest]) -> None:
 
 @pytest.mark.parametrize("tool", ["kustomize", "helm"])
 def test_the_network_policy_lets_only_its_sources_reach_the_webhook_port(
-    tmp_path: Path, tool: str
+    renders: Renders, tool: str
 ) -> None:
-    docs = render(tool, tmp_path / "o", ["network-policy"])
+    docs = renders(tool, ["network-policy"])
     policy = one(docs, "NetworkPolicy", "quotaguard-webhook")
     webhook = deployment(docs, "quotaguard-webhook")
     labels = webhook["spec"]["template"]["metadata"]["labels"]
