@@ -262,6 +262,19 @@ def test_cli_directory_skips_other_documents(tmp_path: Path) -> None:
     assert main(["validate", str(tmp_path)]) == 1
 
 
+def test_cli_directory_still_reports_a_file_that_is_not_yaml_or_repeats_a_key(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "policy.yaml").write_text(BASE)
+    broken = tmp_path / "broken.yaml"
+    broken.write_text("workloads:\n  - {at: 1\n")
+    assert main(["validate", str(tmp_path)]) == 2
+    assert f"{broken}:" in capsys.readouterr().err
+    broken.write_text("kind: ConfigMap\ndata: {a: 1, a: 2}\n")
+    assert main(["validate", str(tmp_path)]) == 2
+    assert f"{broken}:2:" in capsys.readouterr().err
+
+
 def test_cli_strict_and_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     warned = tmp_path / "warned.yaml"
     warned.write_text(BASE.replace("      replicas: 4\n", ""))
