@@ -5,40 +5,17 @@ them, and the tenant's flavorFungibility."""
 from __future__ import annotations
 
 import copy
-import textwrap
 
 import pytest
+import yaml
 
 from quotaguard.controller.kueue import desired_spec, owned_spec
-from quotaguard.policy.loader import load_policy_text
 from quotaguard.quota.cluster import ResourceQuota
+from tests import policies
+from tests.policies import A100_MODEL, H100_MODEL
 
-POLICY_TEXT = textwrap.dedent(
-    """\
-    apiVersion: quotaguard.dev/v1alpha1
-    kind: TenantPolicy
-    metadata: {name: p}
-    spec:
-      cohort: gpus
-      gpuClasses:
-        - {name: a100, resource: nvidia.com/gpu, memory: 80Gi,
-           nodeSelector: {nvidia.com/gpu.product: NVIDIA-A100-SXM4-80GB}}
-        - {name: h100, resource: nvidia.com/gpu, memory: 80Gi,
-           nodeSelector: {nvidia.com/gpu.product: NVIDIA-H100-80GB-HBM3}}
-        - {name: mig1, resource: nvidia.com/mig-1g.10gb, memory: 10Gi, slices: 1}
-      tenants:
-        - name: training
-          namespaces: [training]
-          quota:
-            h100: {guaranteed: 8, max: 16}
-            a100: {guaranteed: 4, max: 12}
-          flavorFungibility: FUNGIBILITY
-          rewrite:
-            - to: [h100, a100]
-        - name: other
-          namespaces: [other]
-    """
-)
+MIG1 = {"name": "mig1", "resource": "nvidia.com/mig-1g.10gb", "memory": "10Gi", "slices": 1}
+
 V1BETA2 = "kueue.x-k8s.io/v1beta2"
 QUOTAS = {
     "h100": ResourceQuota(nominal=8, borrowing_limit=8, lending_limit=0),
@@ -47,7 +24,20 @@ QUOTAS = {
 
 
 def policy(fungibility: str = "{whenCanBorrow: TryNextFlavor}"):
-    return load_policy_text(POLICY_TEXT.replace("FUNGIBILITY", fungibility))
+    """Training's rules list h100 then a100 (one resource, two models); `fungibility` its
+    flavorFungibility as written in YAML."""
+    training = {
+        "name": "training",
+        "quota": {"h100": {"guaranteed": 8, "max": 16}, "a100": {"guaranteed": 4, "max": 12}},
+        "flavorFungibility": yaml.safe_load(fungibility),
+        "rewrite": [{"to": ["h100", "a100"]}],
+    }
+    return policies.policy(
+        [training, {"name": "other"}],
+        classes=(A100_MODEL, H100_MODEL, MIG1),
+        name="p",
+        cohort="gpus",
+    )
 
 
 def gpu_group(spec: dict) -> dict:

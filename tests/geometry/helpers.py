@@ -9,14 +9,11 @@ from quotaguard.policy.migconfig import builtin_configs, node_resources
 from quotaguard.policy.model import TenantPolicy
 from quotaguard.quota.cluster import Node, Pod
 from quotaguard.quota.demand import ClassDemand
+from tests import policies
+from tests.policies import A100_PRODUCT, MIG_1G, MIG_2G, MIG_3G, PRODUCT_LABEL
 
-PRODUCT = "NVIDIA-A100-SXM4-80GB"
-CLASSES = [
-    {"name": "mig-1g", "resource": "nvidia.com/mig-1g.10gb", "memory": "10Gi", "slices": 1},
-    {"name": "mig-2g", "resource": "nvidia.com/mig-2g.20gb", "memory": "20Gi", "slices": 2},
-    {"name": "mig-3g", "resource": "nvidia.com/mig-3g.40gb", "memory": "40Gi", "slices": 3},
-    {"name": "a100", "resource": "nvidia.com/gpu", "memory": "80Gi"},
-]
+PRODUCT = A100_PRODUCT
+CLASSES = [MIG_1G, MIG_2G, MIG_3G, {"name": "a100", "resource": "nvidia.com/gpu", "memory": "80Gi"}]
 CONFIGS = ["all-balanced", "all-1g.10gb", "all-3g.40gb"]
 
 
@@ -25,30 +22,21 @@ def policy(tenants: list[dict[str, Any]] | None = None, **pool: Any) -> TenantPo
         {"name": "small", "quota": {"mig-1g": {"guaranteed": 0}}},
         {"name": "large", "quota": {"mig-3g": {"guaranteed": 0}}},
     ]
-    for tenant in tenants:
-        tenant.setdefault("namespaces", [tenant["name"]])
-    return TenantPolicy.model_validate(
-        {
-            "apiVersion": "quotaguard.dev/v1alpha1",
-            "kind": "TenantPolicy",
-            "metadata": {"name": "example"},
-            "spec": {
-                "gpuClasses": CLASSES,
-                "tenants": tenants,
-                "geometry": {
-                    "mode": "apply",
-                    "pools": [
-                        {
-                            "name": "a100",
-                            "nodeSelector": {"nvidia.com/gpu.product": PRODUCT},
-                            "configs": CONFIGS,
-                            "minDwell": "30m",
-                            **pool,
-                        }
-                    ],
-                },
-            },
-        }
+    return policies.policy(
+        tenants,
+        classes=CLASSES,
+        geometry={
+            "mode": "apply",
+            "pools": [
+                {
+                    "name": "a100",
+                    "nodeSelector": {PRODUCT_LABEL: PRODUCT},
+                    "configs": CONFIGS,
+                    "minDwell": "30m",
+                    **pool,
+                }
+            ],
+        },
     )
 
 

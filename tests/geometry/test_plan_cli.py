@@ -3,33 +3,30 @@
 from __future__ import annotations
 
 import json
-import textwrap
 from pathlib import Path
 
 import pytest
 
 from quotaguard.cli import main
+from tests.policies import A100_PRODUCT, MIG_1G, MIG_2G, MIG_3G, PRODUCT_LABEL, policy_text
 
-POLICY = textwrap.dedent(
-    """\
-    apiVersion: quotaguard.dev/v1alpha1
-    kind: TenantPolicy
-    metadata: {name: p}
-    spec:
-      gpuClasses:
-        - {name: mig-1g, resource: nvidia.com/mig-1g.10gb, memory: 10Gi, slices: 1}
-        - {name: mig-2g, resource: nvidia.com/mig-2g.20gb, memory: 20Gi, slices: 2}
-        - {name: mig-3g, resource: nvidia.com/mig-3g.40gb, memory: 40Gi, slices: 3}
-      tenants:
-        - {name: small, namespaces: [small], quota: {mig-1g: {guaranteed: 4}}}
-        - {name: large, namespaces: [large], quota: {mig-3g: {guaranteed: 4}}}
-      geometry:
-        mode: apply
-        pools:
-          - name: a100
-            nodeSelector: {nvidia.com/gpu.product: NVIDIA-A100-SXM4-80GB}
-            configs: [all-balanced, all-1g.10gb, all-3g.40gb]
-    """
+POLICY = policy_text(
+    [
+        {"name": "small", "quota": {"mig-1g": {"guaranteed": 4}}},
+        {"name": "large", "quota": {"mig-3g": {"guaranteed": 4}}},
+    ],
+    classes=(MIG_1G, MIG_2G, MIG_3G),
+    name="p",
+    geometry={
+        "mode": "apply",
+        "pools": [
+            {
+                "name": "a100",
+                "nodeSelector": {PRODUCT_LABEL: A100_PRODUCT},
+                "configs": ["all-balanced", "all-1g.10gb", "all-3g.40gb"],
+            }
+        ],
+    },
 )
 
 

@@ -186,43 +186,34 @@ def test_weights_decide_between_tenants():
 
 
 def test_a_time_slicing_config_is_a_layout_too():
-    from quotaguard.policy.model import TenantPolicy
+    from tests.policies import policy
 
     from .helpers import CLASSES, PRODUCT
 
-    the_policy = TenantPolicy.model_validate(
-        {
-            "apiVersion": "quotaguard.dev/v1alpha1",
-            "kind": "TenantPolicy",
-            "metadata": {"name": "example"},
-            "spec": {
-                "gpuClasses": [
-                    *CLASSES,
-                    {
-                        "name": "shared",
-                        "resource": "nvidia.com/gpu.shared",
-                        "memory": "80Gi",
-                        "sharing": "time-slicing",
-                        "replicas": 4,
-                    },
-                ],
-                "tenants": [
-                    {"name": "notebooks", "namespaces": ["nb"], "quota": {"shared": {}}},
-                    {"name": "small", "namespaces": ["small"], "quota": {"mig-1g": {}}},
-                ],
-                "geometry": {
-                    "mode": "apply",
-                    "sharingConfigs": {"ts-4": {"replicas": 4}},
-                    "pools": [
-                        {
-                            "name": "a100",
-                            "nodeSelector": {"nvidia.com/gpu.product": PRODUCT},
-                            "configs": ["all-balanced", "ts-4"],
-                        }
-                    ],
-                },
-            },
-        }
+    shared = {
+        "name": "shared",
+        "resource": "nvidia.com/gpu.shared",
+        "memory": "80Gi",
+        "sharing": "time-slicing",
+        "replicas": 4,
+    }
+    the_policy = policy(
+        [
+            {"name": "notebooks", "namespaces": ["nb"], "quota": {"shared": {}}},
+            {"name": "small", "quota": {"mig-1g": {}}},
+        ],
+        classes=[*CLASSES, shared],
+        geometry={
+            "mode": "apply",
+            "sharingConfigs": {"ts-4": {"replicas": 4}},
+            "pools": [
+                {
+                    "name": "a100",
+                    "nodeSelector": {"nvidia.com/gpu.product": PRODUCT},
+                    "configs": ["all-balanced", "ts-4"],
+                }
+            ],
+        },
     )
     result = plan_layouts(
         the_policy, views(the_policy, [node("n0")]), demand(notebooks={"shared": 32}), now=NOW

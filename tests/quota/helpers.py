@@ -6,21 +6,12 @@ from typing import Any
 
 from quotaguard.policy.model import TenantPolicy
 from quotaguard.quota.capacity import ClassCapacity
-
-H100 = {"name": "h100", "resource": "nvidia.com/gpu", "memory": "80Gi"}
+from tests import policies
 
 
 def policy(tenants: list[dict[str, Any]], **rebalance: Any) -> TenantPolicy:
-    for tenant in tenants:
-        tenant.setdefault("namespaces", [tenant["name"]])
-    return TenantPolicy.model_validate(
-        {
-            "apiVersion": "quotaguard.dev/v1alpha1",
-            "kind": "TenantPolicy",
-            "metadata": {"name": "example"},
-            "spec": {"gpuClasses": [H100], "tenants": tenants, "rebalance": rebalance},
-        }
-    )
+    """One h100 class; `rebalance` fields by their YAML names."""
+    return policies.policy(tenants, rebalance=rebalance)
 
 
 def h100(distributable: int) -> dict[str, ClassCapacity]:

@@ -12,6 +12,7 @@ from quotaguard.quota.capacity import ClassCapacity
 from quotaguard.quota.cluster import ResourceQuota
 from quotaguard.quota.demand import ClassDemand
 from quotaguard.quota.queues import QueueState
+from tests.policies import policy
 
 CLASSES = [
     {"name": "h100", "resource": "nvidia.com/gpu", "memory": "80Gi"},
@@ -71,14 +72,7 @@ def policies(draw: st.DrawFn) -> TenantPolicy:
         "maxStepPercent": draw(st.sampled_from([10, 25, 50, 100])),
         "maxWeightFactor": draw(st.sampled_from([1, 2, 4])),
     }
-    return TenantPolicy.model_validate(
-        {
-            "apiVersion": "quotaguard.dev/v1alpha1",
-            "kind": "TenantPolicy",
-            "metadata": {"name": "generated"},
-            "spec": {"gpuClasses": classes, "tenants": tenants, "rebalance": rebalance},
-        }
-    )
+    return policy(tenants, classes=classes, name="generated", rebalance=rebalance)
 
 
 @st.composite

@@ -11,7 +11,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from quotaguard.policy.loader import load_policy_file
-from quotaguard.policy.model import TenantPolicy
 from quotaguard.quota.capacity import class_capacity
 from quotaguard.quota.cluster import (
     ResourceQuota,
@@ -22,6 +21,8 @@ from quotaguard.quota.cluster import (
 )
 from quotaguard.quota.demand import ClassDemand, demand_of
 from quotaguard.quota.queues import current_state
+from tests import policies
+from tests.policies import H100
 
 FIXTURE = Path(__file__).parents[1] / "fixtures" / "snapshots" / "cluster.json"
 SAMPLE = load_policy_file(Path(__file__).parents[2] / "config" / "policy.yaml")
@@ -99,29 +100,19 @@ def pod(namespace: str, name: str, gpus: int, node_name: str | None = None) -> d
 
 
 def test_faulty_label_and_two_whole_gpu_products_split_by_node_selector() -> None:
-    policy = TenantPolicy.model_validate(
-        {
-            "apiVersion": "quotaguard.dev/v1alpha1",
-            "kind": "TenantPolicy",
-            "metadata": {"name": "two-products"},
-            "spec": {
-                "gpuClasses": [
-                    {
-                        "name": "h100",
-                        "resource": "nvidia.com/gpu",
-                        "memory": "80Gi",
-                        "nodeSelector": {"product": "h100"},
-                    },
-                    {
-                        "name": "a10",
-                        "resource": "nvidia.com/gpu",
-                        "memory": "24Gi",
-                        "nodeSelector": {"product": "a10"},
-                    },
-                ],
-                "rebalance": {"faultyNodeLabels": {"gpu-health": "failed"}},
+    policy = policies.policy(
+        [],
+        classes=[
+            {**H100, "nodeSelector": {"product": "h100"}},
+            {
+                "name": "a10",
+                "resource": "nvidia.com/gpu",
+                "memory": "24Gi",
+                "nodeSelector": {"product": "a10"},
             },
-        }
+        ],
+        name="two-products",
+        rebalance={"faultyNodeLabels": {"gpu-health": "failed"}},
     )
     snapshot = parse_objects(
         [

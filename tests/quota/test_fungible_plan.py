@@ -5,39 +5,26 @@ the order Kueue tries them."""
 from __future__ import annotations
 
 import json
-import textwrap
 from pathlib import Path
 
 import pytest
 
 from quotaguard.cli import main
+from tests.policies import A100_MODEL, H100_MODEL, policy_text
 
-POLICY = textwrap.dedent(
-    """\
-    apiVersion: quotaguard.dev/v1alpha1
-    kind: TenantPolicy
-    metadata: {name: p}
-    spec:
-      cohort: gpus
-      gpuClasses:
-        - {name: a100, resource: nvidia.com/gpu, memory: 80Gi,
-           nodeSelector: {nvidia.com/gpu.product: NVIDIA-A100-SXM4-80GB}}
-        - {name: h100, resource: nvidia.com/gpu, memory: 80Gi,
-           nodeSelector: {nvidia.com/gpu.product: NVIDIA-H100-80GB-HBM3}}
-      tenants:
-        - name: training
-          namespaces: [training]
-          quota:
-            h100: {guaranteed: 4, max: 16}
-            a100: {guaranteed: 4, max: 16}
-          flavorFungibility: {whenCanBorrow: TryNextFlavor}
-          rewrite:
-            - to: [h100, a100]
-        - name: other
-          namespaces: [other]
-          quota:
-            a100: {guaranteed: 4}
-    """
+POLICY = policy_text(
+    [
+        {
+            "name": "training",
+            "quota": {"h100": {"guaranteed": 4, "max": 16}, "a100": {"guaranteed": 4, "max": 16}},
+            "flavorFungibility": {"whenCanBorrow": "TryNextFlavor"},
+            "rewrite": [{"to": ["h100", "a100"]}],
+        },
+        {"name": "other", "quota": {"a100": {"guaranteed": 4}}},
+    ],
+    classes=(A100_MODEL, H100_MODEL),
+    name="p",
+    cohort="gpus",
 )
 
 

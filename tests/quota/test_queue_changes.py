@@ -4,9 +4,7 @@ in which pass (the cases mutation testing showed unchecked)."""
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Any
 
-from quotaguard.policy.model import TenantPolicy
 from quotaguard.quota.capacity import ClassCapacity
 from quotaguard.quota.cluster import ResourceQuota
 from quotaguard.quota.demand import ClassDemand
@@ -23,22 +21,9 @@ from quotaguard.quota.diff import (
 )
 from quotaguard.quota.planner import Plan, plan
 from quotaguard.quota.queues import QueueState
-from tests.quota.helpers import H100
+from tests.policies import A100, H100, policy
 
-A100 = {"name": "a100", "resource": "nvidia.com/a100", "memory": "40Gi"}
-
-
-def tenant_policy(tenants: list[dict[str, Any]], **spec: Any) -> TenantPolicy:
-    for tenant in tenants:
-        tenant.setdefault("namespaces", [tenant["name"]])
-    return TenantPolicy.model_validate(
-        {
-            "apiVersion": "quotaguard.dev/v1alpha1",
-            "kind": "TenantPolicy",
-            "metadata": {"name": "example"},
-            "spec": {"gpuClasses": [H100, A100], "tenants": tenants, **spec},
-        }
-    )
+CLASSES = (H100, A100)
 
 
 CAPACITY = {
@@ -55,7 +40,7 @@ def two_class_plan(*, weight: float = 1.0, backend: str = "kueue") -> Plan:
         "allowedClasses": ["h100"],
         "quota": {"h100": {"max": 6}},
     }
-    example = tenant_policy([tenant], backend=backend)
+    example = policy([tenant], classes=CLASSES, backend=backend)
     return plan(example, CAPACITY, {"t": {"h100": ClassDemand(4, 0)}})
 
 
@@ -130,11 +115,12 @@ def test_a_new_queue_of_one_unit_is_a_raise() -> None:
 
 def test_the_held_back_write_keeps_what_the_queue_holds_for_the_classes_it_raises() -> None:
     # Two classes, a and b: a's h100 is cut 8 -> 6 while its a100 is raised from nothing.
-    example = tenant_policy(
+    example = policy(
         [
             {"name": "a", "quota": {"h100": {}, "a100": {}}},
             {"name": "b", "allowedClasses": ["h100"]},
         ],
+        classes=CLASSES,
         rebalance={"maxStepPercent": 100},
     )
     want = {

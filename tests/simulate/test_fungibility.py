@@ -9,6 +9,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+import yaml
 
 from quotaguard.policy.loader import load_policy_file, load_policy_text
 from quotaguard.simulate.arrivals import verdict_of
@@ -21,6 +22,8 @@ from quotaguard.simulate.queueing import (
 )
 from quotaguard.simulate.simulation import simulate
 from quotaguard.simulate.trace import load_trace, load_trace_text
+from tests import policies
+from tests.policies import A100_MODEL, H100_MODEL
 
 H100, A100 = (("h100", 4),), (("a100", 4),)
 
@@ -66,32 +69,6 @@ def test_try_next_flavor_takes_the_next_flavors_nominal_quota_before_borrowing()
     assert admitted_on(model, 4) == ["h100", "a100", "a100", "h100"]
 
 
-POLICY = textwrap.dedent(
-    """\
-    apiVersion: quotaguard.dev/v1alpha1
-    kind: TenantPolicy
-    metadata: {name: p}
-    spec:
-      gpuClasses:
-        - {name: a100, resource: nvidia.com/gpu, memory: 80Gi,
-           nodeSelector: {nvidia.com/gpu.product: NVIDIA-A100-SXM4-80GB}}
-        - {name: h100, resource: nvidia.com/gpu, memory: 80Gi,
-           nodeSelector: {nvidia.com/gpu.product: NVIDIA-H100-80GB-HBM3}}
-      tenants:
-        - name: training
-          namespaces: [training]
-          quota:
-            h100: {guaranteed: 4, max: 8}
-            a100: {guaranteed: 8, max: 8}
-          FUNGIBILITY
-          rewrite:
-            - to: [h100, a100]
-        - name: other
-          namespaces: [other]
-          quota:
-            h100: {guaranteed: 4}
-    """
-)
 TRACE = textwrap.dedent(
     """\
     horizon: 2h
@@ -113,7 +90,19 @@ TRACE_POD = {
 
 
 def policy(fungibility: str = ""):
-    return load_policy_text(POLICY.replace("FUNGIBILITY", fungibility))
+    """Training's rules list h100 then a100 (one resource, two models); `fungibility` its
+    flavorFungibility line as written in YAML, or nothing."""
+    training = {
+        "name": "training",
+        "quota": {"h100": {"guaranteed": 4, "max": 8}, "a100": {"guaranteed": 8, "max": 8}},
+        **(yaml.safe_load(fungibility) or {}),
+        "rewrite": [{"to": ["h100", "a100"]}],
+    }
+    return policies.policy(
+        [training, {"name": "other", "quota": {"h100": {"guaranteed": 4}}}],
+        classes=(A100_MODEL, H100_MODEL),
+        name="p",
+    )
 
 
 def test_admission_offers_the_flavors_in_the_lists_order_not_the_policys():

@@ -14,14 +14,12 @@ from quotaguard.policy.model import TenantPolicy
 from quotaguard.simulate.engine import ArmRun
 from quotaguard.simulate.simulation import Simulation, simulate
 from quotaguard.simulate.trace import load_trace_text
+from tests import policies
+from tests.policies import A100_PRODUCT, MIG_1G, MIG_2G, MIG_3G, PRODUCT_LABEL
 
 ROOT = Path(__file__).parents[2]
-PRODUCT = "NVIDIA-A100-SXM4-80GB"
-CLASSES = [
-    {"name": "mig-1g", "resource": "nvidia.com/mig-1g.10gb", "memory": "10Gi", "slices": 1},
-    {"name": "mig-2g", "resource": "nvidia.com/mig-2g.20gb", "memory": "20Gi", "slices": 2},
-    {"name": "mig-3g", "resource": "nvidia.com/mig-3g.40gb", "memory": "40Gi", "slices": 3},
-]
+PRODUCT = A100_PRODUCT
+CLASSES = [MIG_1G, MIG_2G, MIG_3G]
 SMALL = "{spec: {containers: [{name: main, resources: {limits: {nvidia.com/mig-1g.10gb: '1'}}}]}}"
 LARGE = "{spec: {containers: [{name: main, resources: {limits: {nvidia.com/mig-3g.40gb: '1'}}}]}}"
 RECONFIGURE = 300.0
@@ -29,40 +27,26 @@ RECONFIGURE = 300.0
 
 def policy(*, small_guarantee: int = 0, large_guarantee: int = 0, **pool: Any) -> TenantPolicy:
     settings_ = {"minDwell": "30m", "maxChanging": 1, "drain": "idle-only", **pool}
-    return TenantPolicy.model_validate(
-        {
-            "apiVersion": "quotaguard.dev/v1alpha1",
-            "kind": "TenantPolicy",
-            "metadata": {"name": "layouts"},
-            "spec": {
-                "gpuClasses": CLASSES,
-                "tenants": [
-                    {
-                        "name": "small",
-                        "namespaces": ["small"],
-                        "quota": {"mig-1g": {"guaranteed": small_guarantee}},
-                    },
-                    {
-                        "name": "large",
-                        "namespaces": ["large"],
-                        "quota": {"mig-3g": {"guaranteed": large_guarantee}},
-                    },
-                ],
-                "rebalance": {"interval": "60s", "demandWindow": "5m"},
-                "geometry": {
-                    "mode": "apply",
-                    "reconfigureTime": f"{RECONFIGURE:.0f}s",
-                    "pools": [
-                        {
-                            "name": "a100",
-                            "nodeSelector": {"nvidia.com/gpu.product": PRODUCT},
-                            "configs": ["all-balanced", "all-1g.10gb", "all-3g.40gb"],
-                            **settings_,
-                        }
-                    ],
-                },
-            },
-        }
+    return policies.policy(
+        [
+            {"name": "small", "quota": {"mig-1g": {"guaranteed": small_guarantee}}},
+            {"name": "large", "quota": {"mig-3g": {"guaranteed": large_guarantee}}},
+        ],
+        classes=CLASSES,
+        name="layouts",
+        rebalance={"interval": "60s", "demandWindow": "5m"},
+        geometry={
+            "mode": "apply",
+            "reconfigureTime": f"{RECONFIGURE:.0f}s",
+            "pools": [
+                {
+                    "name": "a100",
+                    "nodeSelector": {PRODUCT_LABEL: PRODUCT},
+                    "configs": ["all-balanced", "all-1g.10gb", "all-3g.40gb"],
+                    **settings_,
+                }
+            ],
+        },
     )
 
 
