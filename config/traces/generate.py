@@ -279,6 +279,16 @@ def uses(rng: random.Random, manifest: str) -> float:
     return round(min(1.0, base * rng.uniform(0.8, 1.2)), 2)
 
 
+def with_uses(workloads: list[dict[str, Any]], seed: int) -> list[dict[str, Any]]:
+    """The workloads in arrival order, each with what it keeps busy (`uses`), drawn from a
+    stream of its own (seed + 1), so that the arrivals stay those of the seed."""
+    workloads = sorted(workloads, key=lambda w: (w["at"], w["namespace"], w["pod"]))
+    busy = random.Random(seed + 1)
+    for workload in workloads:
+        workload["uses"] = uses(busy, workload["pod"])
+    return workloads
+
+
 def trace_text(
     *,
     generator: str,
@@ -324,10 +334,6 @@ def render(seed: int) -> str:
         *notebooks(random.Random(rng.random()), manifests),
         *strays(random.Random(rng.random()), manifests),
     ]
-    workloads.sort(key=lambda w: (w["at"], w["namespace"], w["pod"]))
-    busy = random.Random(seed + 1)  # its own stream: the arrivals stay those of the seed
-    for workload in workloads:
-        workload["uses"] = uses(busy, workload["pod"])
     return trace_text(
         generator="generate.py",
         seed=seed,
@@ -338,7 +344,7 @@ def render(seed: int) -> str:
         ],
         nodes=nodes(),
         manifests=manifests,
-        workloads=workloads,
+        workloads=with_uses(workloads, seed),
     )
 
 

@@ -21,7 +21,17 @@ import random
 import sys
 from typing import Any
 
-from generate import H100_LABELS, Manifests, diurnal, job, office, pod, poisson, trace_text, uses
+from generate import (
+    H100_LABELS,
+    Manifests,
+    diurnal,
+    job,
+    office,
+    pod,
+    poisson,
+    trace_text,
+    with_uses,
+)
 
 
 def nodes() -> list[dict[str, Any]]:
@@ -112,10 +122,6 @@ def render(seed: int) -> str:
         *inference(random.Random(rng.random()), manifests),
         *notebooks(random.Random(rng.random()), manifests),
     ]
-    workloads.sort(key=lambda w: (w["at"], w["namespace"], w["pod"]))
-    busy = random.Random(seed + 1)
-    for workload in workloads:
-        workload["uses"] = uses(busy, workload["pod"])
     return trace_text(
         generator="generate_saturated.py",
         seed=seed,
@@ -125,7 +131,7 @@ def render(seed: int) -> str:
         ],
         nodes=nodes(),
         manifests=manifests,
-        workloads=workloads,
+        workloads=with_uses(workloads, seed),
     )
 
 
