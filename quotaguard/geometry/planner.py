@@ -205,7 +205,7 @@ def plan_layouts(
     for view in views:
         if view.pool is not None:
             sizes[view.pool.pool.name] = sizes.get(view.pool.pool.name, 0) + 1
-    _start(valuer, candidates, present, state.changing, sizes, now, rows)
+    _start(valuer, candidates, present, state.changing, sizes, rows)
     for candidate in candidates:
         view = candidate.view
         if view.name in rows:
@@ -380,10 +380,10 @@ def _start(
     present: Capacity,
     changing: dict[str, int],
     sizes: Mapping[str, int],
-    now: float,
     rows: dict[str, NodeLayout],
 ) -> None:
-    """Step 2: which of the retargeted nodes begin their change now."""
+    """Step 2: which of the retargeted nodes begin their change now (none of them changed
+    less than minDwell ago: `_sort` keeps those as they are)."""
     baseline = dict(present)
     moving = sorted(
         (c for c in candidates if c.target is not None),
@@ -397,10 +397,7 @@ def _start(
         )
         allowed = pool.changing_allowed(sizes.get(pool.name, 0))
         wait: str | None = None
-        dwell_until = (view.changed_at or -float("inf")) + pool.min_dwell
-        if now < dwell_until:
-            wait = f"minDwell: not before {dwell_until - now:.0f}s from now"
-        elif view.gpu_pods and pool.drain == "idle-only":
+        if view.gpu_pods and pool.drain == "idle-only":
             wait = f"{view.gpu_pods} GPU pod(s) running and drain is idle-only"
         elif changing.get(pool.name, 0) >= allowed:
             wait = f"maxChanging {pool.max_changing} of pool {pool.name} reached"
