@@ -18,6 +18,8 @@ from typing import Any
 
 import yaml
 
+from e2e import conftest
+from e2e.build import Toolchain
 from e2e.cluster import (
     REPO_ROOT,
     Cluster,
@@ -52,6 +54,49 @@ Quotas = dict[tuple[str, str], dict[str, int | None]]
 # Capacity add_gpu_nodes gives, per class, and with usableCapacityPercent 95.
 CAPACITY = {"h100": 24, "h100-1g.10gb": 28, "h100-3g.40gb": 8, "shared": 16}
 DISTRIBUTABLE = {name: math.floor(n * 95 / 100) for name, n in CAPACITY.items()}
+
+
+@contextlib.contextmanager
+def own_gpu_cluster(toolchain: Toolchain, *, kueue_samples: bool = True) -> Iterator[Cluster]:
+    """A control plane of a test module's own, without controller-manager (nothing but kwok and
+    quotaguard touches nodes and queues), with the GPU nodes of `add_gpu_nodes` and, unless
+    `kueue_samples` is false, Kueue's sample queues; stopped after (its files kept when a test
+    failed)."""
+    cluster = conftest._start(toolchain, controllers=False)
+    try:
+        add_gpu_nodes(cluster)
+        if kueue_samples:
+            apply_kueue_samples(cluster)
+        yield cluster
+    finally:
+        conftest._finish(cluster)
+
+
+def training_job(name: str, pods: int) -> dict[str, Any]:
+    """A Job as a user writes it: `pods` pods at once of 8 whole GPUs each, no model, no queue
+    label, in namespace training."""
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": name, "namespace": "training"},
+        "spec": {
+            "parallelism": pods,
+            "completions": pods,
+            "backoffLimit": 0,
+            "template": {
+                "spec": {
+                    "restartPolicy": "Never",
+                    "containers": [
+                        {
+                            "name": "trainer",
+                            "image": "registry.example/trainer:1",
+                            "resources": {"limits": {"nvidia.com/gpu": "8"}},
+                        }
+                    ],
+                }
+            },
+        },
+    }
 
 
 def add_gpu_nodes(cluster: Cluster) -> None:

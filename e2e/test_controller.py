@@ -14,7 +14,6 @@ from typing import Any
 
 import pytest
 
-from e2e import conftest
 from e2e.build import Toolchain
 from e2e.cluster import Cluster, wait_until
 from e2e.kueue import (
@@ -31,6 +30,7 @@ from e2e.kueue import (
     history_problems,
     lease_holder,
     other_groups,
+    own_gpu_cluster,
     policy_document,
     quota_events,
     report_capacity,
@@ -72,15 +72,9 @@ def series(samples: list[tuple[str, dict[str, str], float]], name: str) -> dict[
 
 @pytest.fixture(scope="module")
 def kcluster(toolchain: Toolchain) -> Iterator[Cluster]:
-    """A control plane of this module's own (no controller-manager: nothing but kwok and the
-    quota controller touches nodes and queues), with the GPU nodes and Kueue samples."""
-    cluster = conftest._start(toolchain, controllers=False)
-    try:
-        add_gpu_nodes(cluster)
-        apply_kueue_samples(cluster)
+    """A control plane of this module's own, with the GPU nodes and Kueue samples."""
+    with own_gpu_cluster(toolchain) as cluster:
         yield cluster
-    finally:
-        conftest._finish(cluster)
 
 
 @pytest.fixture

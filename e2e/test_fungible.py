@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 import yaml
@@ -26,6 +25,7 @@ from e2e.kueue import (
     running_controller,
     sample_documents,
     start_kueue,
+    training_job,
     write_document,
 )
 
@@ -62,32 +62,6 @@ def models(
     yield cluster, kueue, quotaguard
     cluster.stop_quotaguard(quotaguard)
     cluster.unregister_webhooks(kueue.webhooks)
-
-
-def training_job(name: str, pods: int) -> dict[str, Any]:
-    """A Job as a user writes it: `pods` pods of 8 GPUs each, no model, no queue."""
-    return {
-        "apiVersion": "batch/v1",
-        "kind": "Job",
-        "metadata": {"name": name, "namespace": "training"},
-        "spec": {
-            "parallelism": pods,
-            "completions": pods,
-            "backoffLimit": 0,
-            "template": {
-                "spec": {
-                    "restartPolicy": "Never",
-                    "containers": [
-                        {
-                            "name": "trainer",
-                            "image": "registry.example/trainer:1",
-                            "resources": {"limits": {GPU: "8"}},
-                        }
-                    ],
-                }
-            },
-        },
-    }
 
 
 def admitted_flavor(cluster: Cluster, job_uid: str) -> str | None:

@@ -49,6 +49,7 @@ from e2e.kueue import (
     kueue_webhook_configurations,
     sample_documents,
     start_kueue,
+    training_job,
 )
 from e2e.workload_kinds import KINDS, Kind, gpu_resources
 
@@ -240,32 +241,6 @@ def inference_pod(name: str) -> dict[str, Any]:
                     "resources": {"limits": {GPU: "1"}},
                 }
             ]
-        },
-    }
-
-
-def training_job(name: str, pods: int) -> dict[str, Any]:
-    """A bare Job: `pods` pods at once, each asking 8 whole GPUs; no queue label."""
-    return {
-        "apiVersion": "batch/v1",
-        "kind": "Job",
-        "metadata": {"name": name, "namespace": "training"},
-        "spec": {
-            "parallelism": pods,
-            "completions": pods,
-            "backoffLimit": 0,
-            "template": {
-                "spec": {
-                    "restartPolicy": "Never",
-                    "containers": [
-                        {
-                            "name": "trainer",
-                            "image": "registry.example/trainer:1",
-                            "resources": {"limits": {GPU: "8"}},
-                        }
-                    ],
-                }
-            },
         },
     }
 

@@ -15,15 +15,13 @@ from typing import Any
 
 import pytest
 
-from e2e import conftest
 from e2e.build import Toolchain
 from e2e.cluster import Cluster, wait_until
 from e2e.kueue import (
     KUEUE_SAMPLES,
-    add_gpu_nodes,
-    apply_kueue_samples,
     converged,
     gpu_quotas,
+    own_gpu_cluster,
     report_rows,
     reset_cluster_queues,
     running_controller,
@@ -39,13 +37,8 @@ TRACKING = "argocd.argoproj.io/tracking-id"
 @pytest.fixture(scope="module")
 def scluster(toolchain: Toolchain) -> Iterator[Cluster]:
     """A control plane of this module's own (nothing else writes queues), GPU nodes, samples."""
-    cluster = conftest._start(toolchain, controllers=False)
-    try:
-        add_gpu_nodes(cluster)
-        apply_kueue_samples(cluster)
+    with own_gpu_cluster(toolchain) as cluster:
         yield cluster
-    finally:
-        conftest._finish(cluster)
 
 
 @pytest.fixture

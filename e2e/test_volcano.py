@@ -12,16 +12,15 @@ from typing import Any
 
 import pytest
 
-from e2e import conftest
 from e2e.build import Toolchain
 from e2e.cluster import Cluster
 from e2e.kueue import (
     DISTRIBUTABLE,
     EtcdHistory,
     Version,
-    add_gpu_nodes,
     apply_volcano_samples,
     converged,
+    own_gpu_cluster,
     pod_group,
     policy_document,
     policy_quotas,
@@ -39,14 +38,10 @@ MIG = "nvidia.com/mig-1g.10gb"
 
 @pytest.fixture(scope="module")
 def vcluster(toolchain: Toolchain) -> Iterator[Cluster]:
-    cluster = conftest._start(toolchain, controllers=False)
-    try:
-        add_gpu_nodes(cluster)
+    with own_gpu_cluster(toolchain, kueue_samples=False) as cluster:
         for namespace in ("inference", "training", "notebooks"):
             cluster.create_namespace(namespace)
         yield cluster
-    finally:
-        conftest._finish(cluster)
 
 
 def volcano_policy(directory: Path, **rebalance: Any) -> tuple[Path, dict[str, Any]]:
