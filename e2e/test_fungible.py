@@ -112,17 +112,28 @@ def test_kueue_admits_a_list_on_the_second_model_when_the_first_is_full(
     wait_until(started_on_a100, timeout=30, what="the second Job unsuspended onto A100 nodes")
 
 
+def reorder_training_flavors(cluster: Cluster) -> None:
+    """Replace training's ClusterQueue with its GPU flavors reversed and no fungibility, read
+    again when Kueue's status update came first (409 Conflict on a stale resourceVersion)."""
+    for _ in range(20):
+        queue = cluster_queues(cluster)["training"]
+        spec = queue["spec"]
+        group = next(g for g in spec["resourceGroups"] if GPU in g["coveredResources"])
+        group["flavors"].reverse()
+        spec.pop("flavorFungibility", None)
+        done = cluster.kubectl("replace", "-f", "-", input=json.dumps(queue), check=False)
+        if done.returncode == 0:
+            return
+        assert "Conflict" in done.stderr, done.stderr
+    raise AssertionError("training's ClusterQueue kept changing under every replace")
+
+
 def test_the_controller_writes_the_lists_flavor_order_and_fungibility(
     models: tuple[Cluster, KueueProcess, QuotaguardServer], tmp_path: Path
 ) -> None:
     cluster, _, _ = models
     # someone reordered training's GPU flavors and dropped its fungibility
-    queue = cluster_queues(cluster)["training"]
-    spec = queue["spec"]
-    group = next(g for g in spec["resourceGroups"] if GPU in g["coveredResources"])
-    group["flavors"].reverse()
-    spec.pop("flavorFungibility", None)
-    cluster.kubectl("replace", "-f", "-", input=json.dumps(queue))
+    reorder_training_flavors(cluster)
     stored = cluster_queues(cluster)["training"]["spec"]
     assert stored["flavorFungibility"]["whenCanBorrow"] == "MayStopSearch"  # Kueue's default
 
