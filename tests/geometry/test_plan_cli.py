@@ -11,24 +11,32 @@ import pytest
 from quotaguard.cli import main
 from tests.policies import A100_PRODUCT, MIG_1G, MIG_2G, MIG_3G, PRODUCT_LABEL, policy_text
 
-POLICY = policy_text(
-    [
-        {"name": "small", "quota": {"mig-1g": {"guaranteed": 4}}},
-        {"name": "large", "quota": {"mig-3g": {"guaranteed": 4}}},
-    ],
-    classes=(MIG_1G, MIG_2G, MIG_3G),
-    name="p",
-    geometry={
-        "mode": "apply",
-        "pools": [
-            {
-                "name": "a100",
-                "nodeSelector": {PRODUCT_LABEL: A100_PRODUCT},
-                "configs": ["all-balanced", "all-1g.10gb", "all-3g.40gb"],
-            }
+
+def geometry_policy(
+    configs: tuple[str, ...] = ("all-balanced", "all-1g.10gb", "all-3g.40gb"), mode: str = "apply"
+) -> str:
+    """Small and large tenants on MIG slices of one A100 pool whose layouts may be `configs`."""
+    return policy_text(
+        [
+            {"name": "small", "quota": {"mig-1g": {"guaranteed": 4}}},
+            {"name": "large", "quota": {"mig-3g": {"guaranteed": 4}}},
         ],
-    },
-)
+        classes=(MIG_1G, MIG_2G, MIG_3G),
+        name="p",
+        geometry={
+            "mode": mode,
+            "pools": [
+                {
+                    "name": "a100",
+                    "nodeSelector": {PRODUCT_LABEL: A100_PRODUCT},
+                    "configs": list(configs),
+                }
+            ],
+        },
+    )
+
+
+POLICY = geometry_policy()
 
 
 def _node(name: str) -> dict[str, object]:
@@ -113,7 +121,7 @@ def test_no_geometry_no_nodes(capsys):
 
 def test_in_recommend_mode_the_node_still_counts(files, capsys):
     policy, snapshot = files
-    Path(policy).write_text(POLICY.replace("mode: apply", "mode: recommend"))
+    Path(policy).write_text(geometry_policy(mode="recommend"))
     main(["plan", "--policy", policy, "--snapshot", snapshot, "--output", "json"])
     report = json.loads(capsys.readouterr().out)
     assert report["nodes"][0]["action"] == "start"
@@ -150,7 +158,7 @@ def test_a_config_only_the_gpu_operator_defines_is_read_from_its_configmap(
     files, capsys, namespace
 ):
     policy, snapshot = files
-    Path(policy).write_text(POLICY.replace("all-1g.10gb, all-3g.40gb", "serving-small"))
+    Path(policy).write_text(geometry_policy(("all-balanced", "serving-small")))
     args = ["plan", "--policy", policy, "--snapshot", snapshot, "--output", "json"]
     if namespace != "gpu-operator":
         args += ["--gpu-operator-namespace", namespace]
