@@ -595,7 +595,9 @@ def cordon(api: Api, names: list[str], on: bool) -> None:
 
 
 MARGIN_INTERVALS = 2  # past what the step limit implies, before a phase is called not converged
-SLOW_INTERVAL_S = 3 * INTERVAL_S  # the wall-clock guard per interval: its pause + work under load
+# The wall-clock guard per interval: its pause and its work (planning, then up to 300 queue
+# writes one after another), which at load 10 on two cores took ~13 s of a ~18 s interval.
+SLOW_INTERVAL_S = 12 * INTERVAL_S
 
 
 def steps_to(start: int, target: int, rebalance: Mapping[str, Any]) -> int:
@@ -665,18 +667,26 @@ def follow_change(
     N + MARGIN_INTERVALS is where it stops looking), and whether the plan after it found
     those nominals written. Intervals are counted in plans, so a slow machine stretches the
     wall time but not the count; the wall-clock guard only catches a controller that stopped."""
+    started = time.monotonic()
     seen = (controller.report() or {}).get("generatedAt")
     first = None
+    capacities: list[dict[str, int]] = []
     for _ in range(MARGIN_INTERVALS + 3):  # the watches may take a plan or two to see it all
         report = next_plan(controller, seen, SLOW_INTERVAL_S)
         if report is None:
             break
         seen = report["generatedAt"]
-        if {c: report_capacity(report)[c][0] for c in expected_capacity} == dict(expected_capacity):
+        capacities.append({c: report_capacity(report)[c][0] for c in expected_capacity})
+        if capacities[-1] == dict(expected_capacity):
             first = report
             break
     if first is None:
-        return {"converged": False, "why": "no plan on the new capacity"}
+        return {
+            "converged": False,
+            "why": "no plan on the new capacity",
+            "expected_capacity": dict(expected_capacity),
+            "capacities_planned": capacities,
+        }
     implied = max(implied_by(first, rebalance), 1)
     report, plans = first, 1
     while off_target(report) and plans < implied + MARGIN_INTERVALS:
@@ -689,6 +699,7 @@ def follow_change(
     missing = not_landed(after, report) if after is not None else ["no plan after it"]
     return {
         "converged": not left,
+        "seconds": round(time.monotonic() - started, 1),
         "intervals": plans if not left else None,
         "implied_intervals": implied,
         "within_implied": not left and plans <= implied,

@@ -2,9 +2,12 @@
 sampling profiler that reads another process's stacks from outside: nothing in quotaguard
 changes; `pip install py-spy`, optional — without it the bench records no profile).
 
-`Profile(pid, seconds).start()` samples at `RATE` Hz without pausing the process; `.summary()`
-waits for it and gives the functions by share of the samples: `self` (the function was on top,
-running) and `inclusive` (anywhere in the stack), file paths cut to the package.
+`Profile(pid, seconds).start()` samples at `RATE` Hz without pausing the process, only the
+thread holding the GIL (the Python work that costs the process CPU; a thread waiting in a
+socket read or a lock is not counted); `.summary()` waits for it and gives the functions by
+share of the samples: `self` (the function was on top, running) and `inclusive` (anywhere in
+the stack), file paths cut to the package. `samples / RATE` is about the CPU seconds of
+Python work in the window.
 """
 
 from __future__ import annotations
@@ -75,7 +78,8 @@ class Profile:
     def start(self) -> Profile:
         if available():
             argv = ["py-spy", "record", "--pid", str(self.pid), "--format", "raw"]
-            argv += ["--duration", str(int(self.seconds)), "--rate", str(RATE), "--nonblocking"]
+            argv += ["--duration", str(int(self.seconds)), "--rate", str(RATE)]
+            argv += ["--nonblocking", "--gil"]
             self.process = subprocess.Popen(
                 [*argv, "--output", str(self.output)],
                 stdout=subprocess.DEVNULL,

@@ -234,7 +234,7 @@ class Watch:
             if self.kind.field_selector:
                 kwargs["field_selector"] = self.kind.field_selector
             text = self._read(kwargs)
-            with _collector_paused():
+            with collector_paused():
                 metadata = self._keep_page(text, objects)
             continue_token = metadata.get("continue") or None
             if not continue_token:
@@ -335,8 +335,9 @@ _COLLECTOR_PAUSE = threading.Lock()
 
 
 @contextlib.contextmanager
-def _collector_paused() -> Iterator[None]:
-    """Pause the cyclic garbage collector while a list page is decoded, trimmed and freed.
+def collector_paused() -> Iterator[None]:
+    """Pause the cyclic garbage collector while a list page is decoded, trimmed and freed (or
+    while an interval is planned: see `Controller._plan`).
 
     A page of 500 pods is ~150,000 containers that all live until the page is dropped, so
     with the collector on, decoding one page triggers collections over and over, full ones

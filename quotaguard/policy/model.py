@@ -414,8 +414,18 @@ class TenantPolicy(_Strict):
         """The first tenant whose namespaces match (memoised)."""
         return self._tenant_memo(namespace)
 
+    @cached_property
+    def _tenants_by_queue(self) -> dict[str, Tenant]:
+        found: dict[str, Tenant] = {}
+        for tenant in self.spec.tenants:  # the first tenant naming a queue owns it
+            found.setdefault(tenant.queue, tenant)
+            found.setdefault(tenant.local_queue, tenant)
+        return found
+
     def tenant_of_queue(self, queue: str) -> Tenant | None:
-        return next((t for t in self.spec.tenants if queue in (t.queue, t.local_queue)), None)
+        """The first tenant whose queue or LocalQueue this is (looked up once per workload of
+        every interval: a scan of 300 tenants per workload was most of a plan's time)."""
+        return self._tenants_by_queue.get(queue)
 
     def class_of_resource(self, resource: str, node_labels: dict[str, str]) -> GpuClass | None:
         """The class a node's resource counts for: the one whose nodeSelector it matches."""

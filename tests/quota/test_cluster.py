@@ -11,8 +11,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from quotaguard.policy.loader import load_policy_file
+from quotaguard.policy.model import TenantPolicy
 from quotaguard.quota.capacity import class_capacity
 from quotaguard.quota.cluster import (
+    ParsedObjects,
     ResourceQuota,
     SnapshotError,
     load_snapshot,
@@ -270,3 +272,43 @@ def test_arbitrary_objects_never_crash_the_reader(items: list[Any]) -> None:
     class_capacity(SAMPLE, snapshot.nodes, snapshot.pods)
     demand_of(SAMPLE, snapshot)
     current_state(SAMPLE, snapshot)
+
+
+@settings(max_examples=60)
+@given(st.lists(st.sampled_from(range(8)), max_size=12), st.booleans())
+def test_a_memo_changes_nothing_the_parse_says(replaced: list[int], other_resources: bool) -> None:
+    """Parsing the same cache each interval with a memo gives what a fresh parse gives, when
+    objects are replaced (the watch caches' contract), with their problems, and after the
+    policy's GPU resources change."""
+    document = json.loads(FIXTURE.read_text())
+    items: list[Any] = document["items"]
+    items.append({"kind": "Pod", "apiVersion": "v1", "metadata": {}})  # a problem to repeat
+    memo = ParsedObjects()
+    gpus = SAMPLE.gpu_resources
+    parse_objects(items, gpu_resources=gpus, memo=memo)
+    for index in replaced:
+        if index < len(items):
+            items[index] = json.loads(json.dumps(items[index]))  # a new object
+            items[index].setdefault("metadata", {})["name"] = f"renamed-{index}"
+    if other_resources:
+        gpus = gpus | {"example.com/gpu"}
+    assert parse_objects(items, gpu_resources=gpus, memo=memo) == parse_objects(
+        items, gpu_resources=gpus
+    )
+
+
+def test_the_first_tenant_naming_a_queue_owns_it() -> None:
+    tenants = [
+        {"name": "a", "namespaces": ["a"], "queue": "shared", "localQueue": "a-local"},
+        {"name": "b", "namespaces": ["b"], "queue": "b", "localQueue": "shared"},
+        {"name": "c", "namespaces": ["c"]},
+    ]
+    document = SAMPLE.model_dump(by_alias=True)
+    document["spec"]["tenants"] = [{**t, "quota": {}} for t in tenants]
+    policy = TenantPolicy.model_validate(document)
+    owners = {
+        q: (t.name if t else None)
+        for q in ("shared", "a-local", "b", "c", "x")
+        for t in [policy.tenant_of_queue(q)]
+    }
+    assert owners == {"shared": "a", "a-local": "a", "b": "b", "c": "c", "x": None}
