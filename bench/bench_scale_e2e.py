@@ -901,6 +901,7 @@ def main() -> int:
             "statuses": {str(k): v for k, v in sorted(churn.statuses.items())},
         }
         print(f"  {json.dumps(results['steady'])}", flush=True)
+        write_result("scale_e2e", {**results, "complete": False})
         time.sleep(INTERVAL_S * 2)
 
         print(f"churn with quotaguard's webhooks, {args.rate}/s", flush=True)
@@ -912,6 +913,7 @@ def main() -> int:
         print("churn without quotaguard's webhooks (same run, pods sent as it rewrites them)")
         churn.rewritten = True
         results["churn_without"] = churn_phase(cluster, api, churn, controllers, args)
+        write_result("scale_e2e", {**results, "complete": False})
         churn.rewritten = False
         webhook_configs = cluster.register_webhooks(front, cert=webhooks[0].cert)
         time.sleep(3)
@@ -956,6 +958,7 @@ def main() -> int:
             "problem_count": len(problems),
         }
         print(f"  {json.dumps(results['convergence'])[:2000]}", flush=True)
+        write_result("scale_e2e", {**results, "complete": False})
 
         print("leadership: the leader killed mid-churn", flush=True)
         history = EtcdHistory(cluster).begin()
@@ -1001,6 +1004,7 @@ def main() -> int:
             "problem_count": len(problems),
         }
         print(f"  {json.dumps(results['leadership'])}", flush=True)
+        write_result("scale_e2e", {**results, "complete": False})
         results["processes"] = {name: w.since() for name, w in watched.items()}
     finally:
         cluster.stop()
@@ -1027,7 +1031,7 @@ def main() -> int:
         "leadership_ok": results["leadership"]["problem_count"] == 0,
     }
     results["verdicts"] = verdicts
-    path = write_result("scale_e2e", results)
+    path = write_result("scale_e2e", {**results, "complete": True})
     print(json.dumps(verdicts, indent=2))
     print(f"wrote {path.relative_to(ROOT)}; machine {machine()}")
     return 0
