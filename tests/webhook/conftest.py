@@ -135,11 +135,37 @@ def certificates(tmp_path: Path) -> Certificates:
     return Certificates(tmp_path)
 
 
-@pytest.fixture
-def certificate(certificates: Certificates) -> ReloadingCertificate:
+def loaded_certificate(certificates: Certificates) -> ReloadingCertificate:
     certificate = ReloadingCertificate(certificates.cert_file, certificates.key_file)
     certificate.load()
     return certificate
+
+
+def loaded_sample_store() -> PolicyStore:
+    store = PolicyStore(SAMPLE_POLICY)
+    store.load()
+    return store
+
+
+def read_response(sock: ssl.SSLSocket) -> bytes:
+    """One whole response on a connection that stays open (headers and Content-Length body)."""
+    data = b""
+    while b"\r\n\r\n" not in data:
+        data += sock.recv(65536)
+    head, _, body = data.partition(b"\r\n\r\n")
+    length = next(
+        int(line.split(b":", 1)[1])
+        for line in head.split(b"\r\n")
+        if line.lower().startswith(b"content-length:")
+    )
+    while len(body) < length:
+        body += sock.recv(65536)
+    return head + b"\r\n\r\n" + body
+
+
+@pytest.fixture
+def certificate(certificates: Certificates) -> ReloadingCertificate:
+    return loaded_certificate(certificates)
 
 
 @pytest.fixture

@@ -12,22 +12,16 @@ from typing import Any
 import pytest
 
 from quotaguard.admission.reviews import make_review
-from quotaguard.serve.policystore import PolicyStore
-from quotaguard.serve.tlsreload import ReloadingCertificate
 from quotaguard.webhook.server import MAX_CONTAINERS
 
-from .conftest import Certificates, Client, LiveServer
+from .conftest import Certificates, Client, LiveServer, loaded_certificate, loaded_sample_store
 
 
 @pytest.fixture(scope="module")
 def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Client, LiveServer, Any]]:
-    from .conftest import SAMPLE_POLICY
-
     certificates = Certificates(tmp_path_factory.mktemp("bounds"))
-    certificate = ReloadingCertificate(certificates.cert_file, certificates.key_file)
-    certificate.load()
-    store = PolicyStore(SAMPLE_POLICY)
-    store.load()
+    certificate = loaded_certificate(certificates)
+    store = loaded_sample_store()
     with LiveServer(store, certificate) as server:
         client = Client(server.webhook_port, certificates.client_context())
         yield client, server, certificates

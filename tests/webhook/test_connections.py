@@ -22,8 +22,6 @@ import pytest
 
 from quotaguard.admission.reviews import make_review
 from quotaguard.serve.components import ServeOptions, serve
-from quotaguard.serve.policystore import PolicyStore
-from quotaguard.serve.tlsreload import ReloadingCertificate
 from quotaguard.webhook.guard import (
     ClientMistakes,
     ConnectionGuard,
@@ -33,7 +31,14 @@ from quotaguard.webhook.guard import (
 )
 from quotaguard.webhook.server import build_webhook_app
 
-from .conftest import SAMPLE_POLICY, Certificates, LiveServer
+from .conftest import (
+    SAMPLE_POLICY,
+    Certificates,
+    LiveServer,
+    loaded_certificate,
+    loaded_sample_store,
+    read_response,
+)
 
 LIMITS = ConnectionLimits(idle_timeout=60, header_timeout=10, body_timeout=0.5, max_connections=6)
 PATIENCE = 30.0  # seconds any outcome may take on a loaded machine
@@ -88,10 +93,8 @@ def server_and_context(
     tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[tuple[GuardedServer, ssl.SSLContext]]:
     certificates = Certificates(tmp_path_factory.mktemp("connections"))
-    certificate = ReloadingCertificate(certificates.cert_file, certificates.key_file)
-    certificate.load()
-    store = PolicyStore(SAMPLE_POLICY)
-    store.load()
+    certificate = loaded_certificate(certificates)
+    store = loaded_sample_store()
     with GuardedServer(store, certificate) as server:
         yield server, certificates.client_context()
 
@@ -138,18 +141,7 @@ def response_of(sock: ssl.SSLSocket) -> bytes:
 def one_response(sock: ssl.SSLSocket) -> bytes:
     """One whole response on a connection that stays open (headers and Content-Length body)."""
     sock.settimeout(PATIENCE)
-    data = b""
-    while b"\r\n\r\n" not in data:
-        data += sock.recv(65536)
-    head, _, body = data.partition(b"\r\n\r\n")
-    length = next(
-        int(line.split(b":", 1)[1])
-        for line in head.split(b"\r\n")
-        if line.lower().startswith(b"content-length:")
-    )
-    while len(body) < length:
-        body += sock.recv(65536)
-    return head + b"\r\n\r\n" + body
+    return read_response(sock)
 
 
 def closed_within(sock: ssl.SSLSocket, seconds: float = PATIENCE) -> bool:

@@ -10,10 +10,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from quotaguard.serve.policystore import PolicyStore
-from quotaguard.serve.tlsreload import ReloadingCertificate
-
-from .conftest import Certificates, Client, LiveServer
+from .conftest import Certificates, Client, LiveServer, loaded_certificate, loaded_sample_store
 
 SETTINGS = settings(
     max_examples=100,
@@ -204,14 +201,10 @@ reviews = st.fixed_dictionaries(
 
 @pytest.fixture(scope="module")
 def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Client, LiveServer]]:
-    from .conftest import SAMPLE_POLICY
-
     directory = tmp_path_factory.mktemp("garbage")
     certificates = Certificates(directory)
-    certificate = ReloadingCertificate(certificates.cert_file, certificates.key_file)
-    certificate.load()
-    store = PolicyStore(SAMPLE_POLICY)
-    store.load()
+    certificate = loaded_certificate(certificates)
+    store = loaded_sample_store()
     with LiveServer(store, certificate) as server:
         client = Client(server.webhook_port, certificates.client_context())
         yield client, server

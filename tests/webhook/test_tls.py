@@ -12,7 +12,7 @@ import pytest
 from quotaguard.serve.observability import REGISTRY
 from quotaguard.serve.tlsreload import CertificateError, ReloadingCertificate
 
-from .conftest import Certificates, LiveServer, der
+from .conftest import Certificates, LiveServer, der, read_response
 
 REQUEST = (
     b"POST /mutate HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
@@ -28,20 +28,7 @@ def handshake(port: int, context: ssl.SSLContext) -> ssl.SSLSocket:
 def exchange(connection: ssl.SSLSocket) -> bytes:
     """One request on an open keep-alive connection; the status line of the answer."""
     connection.sendall(REQUEST)
-    data = b""
-    while b"\r\n\r\n" not in data:
-        data += connection.recv(4096)
-    head, _, body = data.partition(b"\r\n\r\n")
-    length = int(
-        next(
-            line.split(b":")[1]
-            for line in head.split(b"\r\n")
-            if line.lower().startswith(b"content-length")
-        )
-    )
-    while len(body) < length:
-        body += connection.recv(4096)
-    return head.split(b"\r\n")[0]
+    return read_response(connection).split(b"\r\n")[0]
 
 
 def test_rotated_certificate_is_served_to_new_connections_while_open_ones_keep_working(
