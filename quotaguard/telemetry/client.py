@@ -13,6 +13,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from pathlib import Path
+from typing import Any
 
 from quotaguard.kube.documents import DocumentError, Limits, load_json
 from quotaguard.policy.model import Rebalance
@@ -26,6 +27,7 @@ DEFAULT_TIMEOUT = 10.0
 # than 11,000 points per series).
 MAX_WINDOW = 6 * 3600.0
 STEPS = 120
+CHUNK = 1 << 16
 QUERY = '{__name__=~"' + "|".join(sorted(METRICS)) + '"}'
 
 __all__ = ["PrometheusClient", "TelemetryError", "read_metrics_file"]
@@ -93,15 +95,35 @@ class PrometheusClient:
         self.timeout = timeout
         self.max_bytes = max_bytes
 
+    def _read(self, response: Any, deadline: float) -> bytes:
+        """The body, up to one byte past `max_bytes`, read by the chunk: the socket timeout
+        bounds each read only, so a server trickling its answer is cut off at the deadline
+        (at most one read, `timeout`, late)."""
+        chunks: list[bytes] = []
+        size = 0
+        while size <= self.max_bytes:
+            if time.monotonic() > deadline:
+                raise TelemetryError(f"{self.url}: no whole answer within {self.timeout:g}s")
+            chunk = response.read1(min(CHUNK, self.max_bytes + 1 - size))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+        return b"".join(chunks)
+
     def _get(self, path: str, params: dict[str, str]) -> object:
         url = f"{self.url}{path}?{urllib.parse.urlencode(params)}"
         request = urllib.request.Request(url, headers={"Accept": "application/json"})
+        deadline = time.monotonic() + self.timeout
         try:
             with urllib.request.urlopen(request, timeout=self.timeout) as response:
-                data = response.read(self.max_bytes + 1)
+                data = self._read(response, deadline)
+        except TelemetryError:
+            raise
         except urllib.error.HTTPError as exc:
-            # Prometheus answers 400/422/503 with a JSON error body worth showing.
-            body = exc.read(4096).decode("utf-8", "replace")
+            # Prometheus answers 400/422/503 with a JSON error body worth showing (one read:
+            # a trickled one is not waited for).
+            body = exc.read1(4096).decode("utf-8", "replace")
             raise TelemetryError(f"{self.url}: HTTP {exc.code}: {body[:200]}") from exc
         except (urllib.error.URLError, OSError, ValueError) as exc:
             reason = getattr(exc, "reason", exc)
