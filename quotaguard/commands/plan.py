@@ -155,7 +155,12 @@ def _list_cluster(api: Any, backend: str) -> list[Any]:
 def _gpu_facts(args: argparse.Namespace, policy: Any, snapshot: Any) -> Any:
     """Telemetry judged against the snapshot; unreadable telemetry is a warning, never an
     error: the plan goes on as without it and says so."""
-    from quotaguard.telemetry.client import PrometheusClient, TelemetryError, read_metrics_file
+    from quotaguard.telemetry.client import (
+        MetricsFile,
+        PrometheusClient,
+        TelemetryError,
+        TelemetrySource,
+    )
     from quotaguard.telemetry.facts import judge, no_telemetry
 
     source = args.gpu_metrics or args.prometheus_url
@@ -163,14 +168,17 @@ def _gpu_facts(args: argparse.Namespace, policy: Any, snapshot: Any) -> Any:
         return no_telemetry("none given (--gpu-metrics or --prometheus-url)")
     rebalance = policy.spec.rebalance
     try:
-        if args.gpu_metrics:
-            metrics = read_metrics_file(args.gpu_metrics)
-        else:
-            client = PrometheusClient(args.prometheus_url, timeout=args.prometheus_timeout)
-            metrics = client.gpu_metrics(rebalance)
+        telemetry: TelemetrySource = (
+            MetricsFile(args.gpu_metrics)
+            if args.gpu_metrics
+            else PrometheusClient(args.prometheus_url, timeout=args.prometheus_timeout)
+        )
+        metrics = telemetry.gpu_metrics(rebalance)
     except TelemetryError as exc:
         print(f"warning: {exc}; planning without GPU telemetry", file=sys.stderr)
         return no_telemetry(str(exc), source)
+    if metrics.note:
+        print(f"{source}: warning: {metrics.note}", file=sys.stderr)
     facts, _ = judge(
         metrics,
         nodes=[node.name for node in snapshot.nodes],

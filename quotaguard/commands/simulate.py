@@ -89,16 +89,16 @@ def _without_faulty_gpus(policy: Any, trace: Any, path: str) -> Any:
 
     from quotaguard.policy.model import GpuHealth
     from quotaguard.quota.capacity import without_faulty_gpus
-    from quotaguard.telemetry.client import TelemetryError, read_metrics_file
+    from quotaguard.telemetry.client import MetricsFile, TelemetryError
     from quotaguard.telemetry.health import judge_health
 
+    settings: GpuHealth = policy.spec.rebalance.gpu_health
     try:
-        metrics = read_metrics_file(path)
+        metrics = MetricsFile(path).gpu_metrics(policy.spec.rebalance)
     except TelemetryError as exc:
         print(f"warning: {exc}; replaying without GPU telemetry", file=sys.stderr)
         return trace
     # No quiet period across a replay: what is faulty in the file stays out throughout.
-    settings: GpuHealth = policy.spec.rebalance.gpu_health
     verdict, _ = judge_health(metrics, nodes=[n.name for n in trace.nodes], settings=settings)
     for kind, count in verdict.warnings.items():
         print(f"{path}: warning: {count} series skipped: {kind}", file=sys.stderr)

@@ -401,10 +401,13 @@ class Controller:
             return "no --prometheus-url given"
         try:
             client = PrometheusClient(url, timeout=self.settings.prometheus_timeout)
-            return client.gpu_metrics(policy.spec.rebalance, now=now)
+            metrics = client.gpu_metrics(policy.spec.rebalance, now=now)
         except TelemetryError as exc:
             log.warning("planning without GPU telemetry: %s", exc)
             return str(exc)
+        if metrics.note:
+            log.warning("GPU telemetry: %s", metrics.note)
+        return metrics
 
     def _gpu_facts(
         self, policy: TenantPolicy, metrics: GpuMetrics | str, snapshot: ClusterSnapshot, now: float

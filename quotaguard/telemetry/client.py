@@ -1,4 +1,5 @@
-"""Where telemetry comes from (the I/O edge): the Prometheus HTTP API, or a file.
+"""Where telemetry comes from (the I/O edge): one interface, `TelemetrySource`, in two forms —
+the Prometheus HTTP API (`PrometheusClient`) and a file (`MetricsFile`).
 
 Every read is bounded in time (`timeout`) and size (`max_bytes`); anything unusable raises a
 `TelemetryError` with one line, which callers turn into "no telemetry" — never into a failed
@@ -12,13 +13,14 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
+from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from quotaguard.kube.documents import DocumentError, Limits, load_json
 from quotaguard.policy.model import Rebalance
 from quotaguard.telemetry.exposition import parse_exposition
-from quotaguard.telemetry.promjson import TelemetryError, parse_query_response
+from quotaguard.telemetry.promjson import QueryRefused, TelemetryError, parse_query_response
 from quotaguard.telemetry.series import MAX_POINTS, METRICS, GpuMetrics
 
 MAX_BYTES = 64 * 1024 * 1024
@@ -30,7 +32,23 @@ STEPS = 120
 CHUNK = 1 << 16
 QUERY = '{__name__=~"' + "|".join(sorted(METRICS)) + '"}'
 
-__all__ = ["PrometheusClient", "TelemetryError", "read_metrics_file"]
+__all__ = [
+    "MetricsFile",
+    "PrometheusClient",
+    "TelemetryError",
+    "TelemetrySource",
+    "read_metrics_file",
+]
+
+
+class TelemetrySource(Protocol):
+    """GPU telemetry as of `now` (default: the present), over the window `rebalance` needs
+    where the source has history; a `TelemetryError` when there is none to be had."""
+
+    @property
+    def name(self) -> str: ...
+
+    def gpu_metrics(self, rebalance: Rebalance, *, now: float | None = None) -> GpuMetrics: ...
 
 
 def _decode(data: bytes, source: str) -> str:
@@ -73,6 +91,22 @@ def read_metrics_file(
         raise TelemetryError(f"{source}: larger than {max_bytes} bytes; not read")
     moment = time.time() if now is None else now
     return parse_metrics_text(_decode(data, source), source=source, now=moment)
+
+
+class MetricsFile:
+    """A file: a dcgm-exporter scrape, or the JSON of a Prometheus query or query_range; it
+    holds whatever window it holds."""
+
+    def __init__(self, path: str | Path, *, max_bytes: int = MAX_BYTES) -> None:
+        self.path = Path(path)
+        self.max_bytes = max_bytes
+
+    @property
+    def name(self) -> str:
+        return str(self.path)
+
+    def gpu_metrics(self, rebalance: Rebalance, *, now: float | None = None) -> GpuMetrics:
+        return read_metrics_file(self.path, now=now, max_bytes=self.max_bytes)
 
 
 def query_window(rebalance: Rebalance) -> tuple[float, float]:
@@ -124,7 +158,7 @@ class PrometheusClient:
             # Prometheus answers 400/422/503 with a JSON error body worth showing (one read:
             # a trickled one is not waited for).
             body = exc.read1(4096).decode("utf-8", "replace")
-            raise TelemetryError(f"{self.url}: HTTP {exc.code}: {body[:200]}") from exc
+            raise QueryRefused(f"{self.url}: HTTP {exc.code}: {body[:200]}") from exc
         except (urllib.error.URLError, OSError, ValueError) as exc:
             reason = getattr(exc, "reason", exc)
             raise TelemetryError(f"{self.url}: unreachable: {reason}") from exc
@@ -135,9 +169,23 @@ class PrometheusClient:
         except DocumentError as exc:
             raise TelemetryError(f"{self.url}: response is not JSON: {exc.message}") from exc
 
+    @property
+    def name(self) -> str:
+        return self.url
+
     def gpu_metrics(self, rebalance: Rebalance, *, now: float | None = None) -> GpuMetrics:
-        """Every DCGM series the judgements read, over the window the policy needs."""
+        """Every DCGM series the judgements read, over the window the policy needs: a range
+        query; when Prometheus refuses it (too many points or samples, a query timeout), an
+        instant query at the same moment, judged on that one sample and said so."""
         end = time.time() if now is None else now
+        try:
+            return self.range_query(rebalance, end)
+        except QueryRefused as exc:
+            refused = str(exc).removeprefix(f"{self.url}: ")
+        found = self.instant_query(end)
+        return replace(found, note=f"range query refused ({refused}); read an instant query")
+
+    def range_query(self, rebalance: Rebalance, end: float) -> GpuMetrics:
         window, step = query_window(rebalance)
         document = self._get(
             "/api/v1/query_range",
@@ -149,3 +197,8 @@ class PrometheusClient:
             },
         )
         return parse_query_response(document, source=self.url, at=end)
+
+    def instant_query(self, at: float) -> GpuMetrics:
+        """The latest sample of every series at `at` (one point each)."""
+        document = self._get("/api/v1/query", {"query": QUERY, "time": f"{at:.3f}"})
+        return parse_query_response(document, source=self.url, at=at)

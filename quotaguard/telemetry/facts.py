@@ -12,7 +12,7 @@ from quotaguard.telemetry.health import FaultyGpu, HealthMemory, judge_health
 from quotaguard.telemetry.idle import PodActivity, PodKey, judge_idle
 from quotaguard.telemetry.series import GpuMetrics, merge_warnings
 
-SINGLE_SAMPLE_NOTE = "idleness judged on a single sample (a scrape), not over idleFor"
+SINGLE_SAMPLE_NOTE = "idleness judged on a single sample per series, not over idleFor"
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,6 +40,13 @@ class GpuFacts:
             "idlePods": len(self.idle_pods),
             "warnings": dict(self.warnings),
         }
+
+
+def _note(metrics: GpuMetrics) -> str | None:
+    said = [metrics.note] if metrics.note else []
+    if metrics.single_sample and metrics.series:
+        said.append(SINGLE_SAMPLE_NOTE)
+    return "; ".join(said) or None
 
 
 def no_telemetry(reason: str, source: str | None = None) -> GpuFacts:
@@ -78,7 +85,7 @@ def judge(
     facts = GpuFacts(
         source=metrics.source,
         available=True,
-        note=SINGLE_SAMPLE_NOTE if metrics.single_sample and metrics.series else None,
+        note=_note(metrics),
         faulty=health.faulty,
         activity=activity,
         warnings=merge_warnings(metrics.warnings, health.warnings),

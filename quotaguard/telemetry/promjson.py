@@ -13,13 +13,18 @@ class TelemetryError(ValueError):
     """The telemetry source answered something unusable; str() is one line naming it."""
 
 
+class QueryRefused(TelemetryError):
+    """Prometheus answered, but with an error for this query (its API's `status: error`, or
+    an HTTP error status): another query may still be answered."""
+
+
 def _result(document: object, source: str) -> tuple[str, list[Any]]:
     """(resultType, result) of a successful answer; TelemetryError for anything else."""
     if not isinstance(document, Mapping):
         raise TelemetryError(f"{source}: not a Prometheus API response (expected an object)")
     if document.get("status") != "success":
         error = document.get("error") or document.get("status") or "no status"
-        raise TelemetryError(f"{source}: Prometheus answered an error: {str(error)[:200]}")
+        raise QueryRefused(f"{source}: Prometheus answered an error: {str(error)[:200]}")
     data = document.get("data")
     if not isinstance(data, Mapping) or not isinstance(data.get("result"), list):
         raise TelemetryError(f"{source}: Prometheus response has no data.result list")

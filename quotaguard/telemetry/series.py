@@ -57,6 +57,8 @@ class GpuMetrics:
     single_sample: bool
     # what was skipped, by kind ("not a number", "missing labels", ...) -> count
     warnings: Mapping[str, int] = field(default_factory=dict)
+    # how the source was read, when not as asked (a range query refused, an instant one read)
+    note: str | None = None
 
     def of(self, *metrics: str) -> Iterable[Series]:
         wanted = frozenset(metrics)

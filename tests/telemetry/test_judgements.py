@@ -157,7 +157,7 @@ def test_facts_from_a_single_scrape_say_how_idleness_was_judged() -> None:
     facts, _ = judge(found, nodes=NODES, rebalance=Rebalance())
     assert facts.idle_pods == {("nb", "a")}
     assert (
-        facts.summary()["note"] == "idleness judged on a single sample (a scrape), not over idleFor"
+        facts.summary()["note"] == "idleness judged on a single sample per series, not over idleFor"
     )
     assert facts.summary()["faultyGpus"] == 1
 
