@@ -11,6 +11,7 @@ controller Lease publishes them: summed over replicas, a dashboard counts each t
 
 from __future__ import annotations
 
+import re
 import threading
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -246,6 +247,31 @@ def _class_families(
     return [family for pair in per_class.values() for family in pair]
 
 
+# A reason counting down its quiet period changes every interval; the series keeps the fault.
+_COUNTDOWN = re.compile(r", \d+s of quiet period left$")
+
+
+def _faulty_gpu_family(
+    report: Mapping[str, Any], classes: Mapping[str, ClassFacts]
+) -> list[GaugeMetricFamily]:
+    """One series per faulty GPU (or node, by a condition) with its reason, as the report's
+    `classes[].faultyGpus` names them; none while no GPU is faulty."""
+    family = GaugeMetricFamily(
+        "quotaguard_class_faulty_gpu",
+        "1 per GPU (gpu=all: a node, by a condition) out of the class's capacity as faulty, "
+        "with the reason (the quiet period's countdown left off).",
+        labels=(*CLASS_LABELS, "node", "gpu", "reason"),
+    )
+    for row in report.get("classes", ()):
+        name = str(row["name"])
+        facts = classes.get(name) or ClassFacts("", str(row.get("resource") or ""), 1.0)
+        for gpu in row.get("faultyGpus") or ():
+            reason = _COUNTDOWN.sub("", str(gpu.get("reason") or ""))
+            labels = [name, facts.flavor, str(row.get("resource") or facts.resource)]
+            family.add_metric([*labels, str(gpu.get("node")), str(gpu.get("gpu")), reason], 1.0)
+    return [family] if family.samples else []
+
+
 def _layout_families(report: Mapping[str, Any]) -> list[GaugeMetricFamily]:
     """Nodes of each geometry pool by what the layout plan does to them."""
     counted: dict[tuple[str, str], int] = {}
@@ -304,6 +330,7 @@ def quota_families(
     return [
         *_tenant_families(report, classes, cohort),
         *_class_families(report, classes),
+        *_faulty_gpu_family(report, classes),
         *_layout_families(report),
         *_telemetry_families(report),
         mode,

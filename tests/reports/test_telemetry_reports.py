@@ -51,6 +51,31 @@ def test_metrics_carry_idle_used_and_faulty_gpus(report: dict) -> None:
     assert samples[("quotaguard_class_faulty_gpus", None, "h100")] == 2
 
 
+def test_metrics_name_each_faulty_gpu_with_its_reason_without_the_countdown(
+    report: dict,
+) -> None:
+    keys = ("class", "flavor", "node", "gpu", "reason")
+
+    def faulty(found: dict) -> list[tuple[object, ...]]:
+        return sorted(
+            (*(s.labels[k] for k in keys), s.value)
+            for family in quota_families(found, class_facts(SAMPLE))
+            for s in family.samples
+            if s.name == "quotaguard_class_faulty_gpu"
+        )
+
+    assert faulty(report) == [
+        ("h100", "h100", "h100-01", "3", "XID 79", 1.0),
+        ("h100", "h100", "h100-03", "7", "row remapping failed", 1.0),
+    ]
+    h100 = next(c for c in report["classes"] if c["name"] == "h100")
+    h100["faultyGpus"][0]["reason"] = "XID 79, 412s of quiet period left"
+    assert faulty(report)[0][-2] == "XID 79"
+    for row in report["classes"]:
+        row["faultyGpus"] = []
+    assert faulty(report) == []
+
+
 def test_metrics_say_whether_telemetry_was_read_and_count_what_was_skipped(
     report: dict, capsys: pytest.CaptureFixture[str]
 ) -> None:
