@@ -202,7 +202,13 @@ def test_an_xid_79_takes_its_gpu_out_and_the_quota_follows_until_the_quiet_perio
         assert h100(report)["faultyGpus"] == [{"node": "h100-0", "gpu": "3", "reason": "XID 79"}]
         assert h100(report)["distributable"] == 21
         assert held_nominal(cluster, "training", row) == 21
-        assert series(scrape(server.url), "quotaguard_class_faulty_gpus")["h100"] == 1
+        samples = scrape(server.url)
+        assert series(samples, "quotaguard_class_faulty_gpus")["h100"] == 1
+        assert [
+            (labels["class"], labels["node"], labels["gpu"], labels["reason"], value)
+            for name, labels, value in samples
+            if name == "quotaguard_class_faulty_gpu"
+        ] == [("h100", "h100-0", "3", "XID 79", 1.0)]
 
         # The GPU is reset: the exporter reports no XID, the quiet period runs.
         exporter.set("h100-0", 3, **{XID: 0})
