@@ -184,6 +184,8 @@ CSV_COLUMNS = (
     "used",
     "idle",
     "faultyGpus",
+    "idleGpuHours",
+    "idlePods",  # namespace/pod, separated by spaces
 )
 
 
@@ -233,6 +235,8 @@ def csv_rows(report: Mapping[str, Any]) -> list[list[str]]:
                 row.get("used"),
                 row.get("idle"),
                 len(capacity.get("faultyGpus") or ()) if report.get("telemetry") else None,
+                row.get("idleGpuHours"),
+                " ".join(row["idlePods"]) if row.get("idlePods") is not None else None,
             )
             rows.append([_cell(value) for value in values])
     return rows

@@ -110,12 +110,18 @@ def _row(row: Mapping[str, Any], view: View) -> str:
     )
 
 
+def _idle(row: Mapping[str, Any]) -> str:
+    pods = row.get("idlePods") or ()
+    if not pods:
+        return ""
+    return f"idle: {', '.join(map(str, pods))} ({text(row.get('idleGpuHours'))} GPU-hours)"
+
+
 def _why(row: Mapping[str, Any], columns: int) -> str:
-    """The reason of the row's targets and its last change, on a line of its own below it
-    (kept in view while the table scrolls sideways)."""
-    said = " · ".join(
-        s for s in (str(row.get("reason") or ""), _last_change(row.get("lastChange"))) if s
-    )
+    """The reason of the row's targets, its last change and its idle pods, on a line of its
+    own below it (kept in view while the table scrolls sideways)."""
+    parts = (str(row.get("reason") or ""), _last_change(row.get("lastChange")), _idle(row))
+    said = " · ".join(s for s in parts if s)
     return (
         f'<tr class="why"><td class="text" colspan="{columns}">'
         f"<span>{escape(said)}</span></td></tr>"

@@ -30,12 +30,14 @@ def test_csv_has_allocated_used_idle_and_faulty_columns(report: dict) -> None:
     training = next(r for r in rows if r[0] == "training" and r[header.index("class")] == "h100")
     cell = dict(zip(header, training, strict=True))
     assert (cell["allocated"], cell["idle"], cell["faultyGpus"]) == ("20", "4", "2")
+    assert (cell["idlePods"], cell["idleGpuHours"]) == ("training/finetune-0", "0.0")
     assert float(cell["used"]) == pytest.approx(8 * 0.93 + 4 * 0.01)
 
 
 def test_html_names_the_faulty_gpus_and_idle_units(report: dict) -> None:
     page = render_report_page(report, [], now=0)
     assert "h100-01 GPU 3: XID 79" in page
+    assert "idle: training/finetune-0 (0 GPU-hours)" in page
     assert '<th rowspan="2">idle</th>' in page and '<th rowspan="2">used</th>' in page
     assert "<dt>idle</dt>" in page and "<dt>used</dt>" in page  # the cluster summary too
 
