@@ -465,7 +465,7 @@ class Controller:
             faulty_gpus=facts.faulty,
         )
         self._layout_views = (
-            node_views(policy, snapshot.nodes, snapshot.pods) if self._layouts.nodes else []
+            node_views(policy, snapshot.nodes, snapshot.pods, now) if self._layouts.nodes else []
         )
         current = current_state(policy, snapshot)
         step = plan_observed(

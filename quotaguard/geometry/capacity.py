@@ -29,14 +29,14 @@ def plan_capacity(
 ) -> tuple[LayoutPlan, dict[str, ClassCapacity]]:
     """The layout plan and the class capacity left for quotas while it holds (net of the
     `faulty_gpus` GPU telemetry found)."""
-    capacity = class_capacity(policy, nodes, pods, faulty_gpus=faulty_gpus)
+    capacity = class_capacity(policy, nodes, pods, faulty_gpus=faulty_gpus, now=now)
     if policy.spec.geometry is None:
         return LayoutPlan(mode="off"), capacity
     held = {name: row.held_outside for name, row in capacity.items()}
-    views = node_views(policy, nodes, pods)
+    views = node_views(policy, nodes, pods, now)
     layouts = plan_layouts(policy, views, demand, now=now, weights=weights, held_outside=held)
     out = layouts.out_of_capacity
     if out:
         kept = [n for n in nodes if n.name not in out]
-        capacity = class_capacity(policy, kept, pods, faulty_gpus=faulty_gpus)
+        capacity = class_capacity(policy, kept, pods, faulty_gpus=faulty_gpus, now=now)
     return layouts, capacity

@@ -48,8 +48,11 @@ def _gpu_count(node: Node, pool: PoolLayouts, gpu: str | None, current: str | No
     return node.allocatable.get("nvidia.com/gpu", 0)
 
 
-def node_views(policy: TenantPolicy, nodes: Iterable[Node], pods: Iterable[Pod]) -> list[NodeView]:
-    """Every node with GPUs (or in a pool), sorted by name."""
+def node_views(
+    policy: TenantPolicy, nodes: Iterable[Node], pods: Iterable[Pod], now: float | None = None
+) -> list[NodeView]:
+    """Every node with GPUs (or in a pool), sorted by name; at `now`, a node within the quiet
+    period of a cleared GPU-health condition is not healthy yet."""
     pools = pool_layouts(policy)
     busy: dict[str, int] = {}
     for pod in pods:
@@ -58,7 +61,7 @@ def node_views(policy: TenantPolicy, nodes: Iterable[Node], pods: Iterable[Pod])
     views = []
     for node in sorted(nodes, key=lambda n: n.name):
         pool = pool_of(pools, node.labels)
-        healthy = node.ready and not node_is_faulty(policy, node)
+        healthy = node.ready and not node_is_faulty(policy, node, now)
         offered = class_offers(policy, node.allocatable, node.labels)
         counted = offered if healthy and not node.unschedulable else {}
         view = NodeView(

@@ -22,3 +22,15 @@ def utc_timestamp(moment: datetime | float) -> str:
     if not isinstance(moment, datetime):
         moment = datetime.fromtimestamp(moment, UTC)
     return moment.astimezone(UTC).strftime(TIMESTAMP_FORMAT)
+
+
+def unix_seconds(value: object) -> float | None:
+    """An RFC 3339 timestamp (metav1.Time: `2026-12-03T18:00:00Z`) as Unix seconds; None for
+    anything else, or one without a zone."""
+    if not isinstance(value, str) or not value:
+        return None
+    try:
+        moment = datetime.fromisoformat(value)
+    except ValueError:
+        return None
+    return None if moment.tzinfo is None else moment.timestamp()

@@ -54,17 +54,26 @@ class ClassCapacity:
     faulty: tuple[Outage, ...] = ()
 
 
-def faulty_condition(policy: TenantPolicy, node: Node) -> str | None:
-    """The first configured GPU-health node condition that holds on the node."""
-    wanted = policy.spec.rebalance.gpu_health.node_conditions
-    return next((c for c in wanted if c in node.conditions), None)
+def faulty_condition(policy: TenantPolicy, node: Node, now: float | None = None) -> str | None:
+    """The first configured GPU-health node condition that holds on the node; at `now`, also
+    one that cleared less than the quiet period ago (with what is left of it)."""
+    health = policy.spec.rebalance.gpu_health
+    found = next((c for c in health.node_conditions if c in node.conditions), None)
+    if found is not None or now is None:
+        return found
+    for condition in health.node_conditions:
+        at = node.cleared_at.get(condition)
+        if at is not None and 0 <= now - at < health.quiet_period:
+            left = health.quiet_period - (now - at)
+            return f"{condition}, {left:.0f}s of quiet period left"
+    return None
 
 
-def node_is_faulty(policy: TenantPolicy, node: Node) -> bool:
+def node_is_faulty(policy: TenantPolicy, node: Node, now: float | None = None) -> bool:
     rebalance = policy.spec.rebalance
     if any(taint in rebalance.faulty_node_taints for taint in node.taints):
         return True
-    if faulty_condition(policy, node) is not None:
+    if faulty_condition(policy, node, now) is not None:
         return True
     return any(node.labels.get(key) == value for key, value in rebalance.faulty_node_labels.items())
 
@@ -88,9 +97,10 @@ def units_per_gpu(gpu_class: GpuClass, resource: str, node: Node, gpu: FaultyGpu
     return 1
 
 
-def node_counts(policy: TenantPolicy, node: Node) -> bool:
-    """Whether the node's GPUs are capacity: Ready, schedulable and not marked faulty."""
-    return node.ready and not node.unschedulable and not node_is_faulty(policy, node)
+def node_counts(policy: TenantPolicy, node: Node, now: float | None = None) -> bool:
+    """Whether the node's GPUs are capacity: Ready, schedulable and not marked faulty (at
+    `now`: nor within the quiet period of a GPU-health condition that cleared)."""
+    return node.ready and not node.unschedulable and not node_is_faulty(policy, node, now)
 
 
 def class_of_pod_resource(
@@ -110,9 +120,11 @@ def outside_tenants(policy: TenantPolicy, namespace: str) -> bool:
     return policy.exempt(namespace) or policy.tenant_of(namespace) is None
 
 
-def _condition_outages(policy: TenantPolicy, node: Node) -> list[tuple[str, Outage]]:
+def _condition_outages(
+    policy: TenantPolicy, node: Node, now: float | None
+) -> list[tuple[str, Outage]]:
     """(class, outage) for a Ready, schedulable node that a GPU-health condition takes out."""
-    condition = faulty_condition(policy, node)
+    condition = faulty_condition(policy, node, now)
     if condition is None or not node.ready or node.unschedulable:
         return []
     found = []
@@ -185,17 +197,20 @@ def class_capacity(
     pods: Iterable[Pod],
     *,
     faulty_gpus: Sequence[FaultyGpu] = (),
+    now: float | None = None,
 ) -> dict[str, ClassCapacity]:
     """Capacity and distributable capacity of every class of the policy (in class units).
 
-    `faulty_gpus` (from GPU telemetry) take their units off the capacity of their node."""
+    `faulty_gpus` (from GPU telemetry) take their units off the capacity of their node. At
+    `now`, a node whose GPU-health condition cleared less than the quiet period ago is still
+    out (without `now`, only while the condition holds)."""
     capacity = dict.fromkeys(policy.classes_by_name, 0)
     outages: dict[str, list[Outage]] = {}
     healthy: dict[str, Node] = {}
     by_node = _by_node(faulty_gpus)
     for node in nodes:
-        if not node_counts(policy, node):
-            for class_name, outage in _condition_outages(policy, node):
+        if not node_counts(policy, node, now):
+            for class_name, outage in _condition_outages(policy, node, now):
                 outages.setdefault(class_name, []).append(outage)
             continue
         healthy[node.name] = node

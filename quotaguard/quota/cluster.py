@@ -26,6 +26,7 @@ from quotaguard.kube.names import (
 from quotaguard.kube.podspec import is_gpu_resource, pod_gpus
 from quotaguard.kube.quantity import QuantityError, parse_gpu_count, parse_quantity
 from quotaguard.kube.values import mapping as _map
+from quotaguard.kube.values import unix_seconds
 
 VOLCANO_GROUP_ANNOTATION = "scheduling.k8s.io/group-name"
 TERMINATED_PHASES = frozenset({"Succeeded", "Failed"})
@@ -48,6 +49,9 @@ class Node:
     annotations: Mapping[str, str] = field(default_factory=dict)  # quotaguard.dev/ ones only
     # Condition types other than Ready whose status is True (e.g. a node-problem-detector's)
     conditions: frozenset[str] = frozenset()
+    # Condition types other than Ready not True now -> when they last changed (Unix seconds,
+    # lastTransitionTime): a GPU-health condition that cleared is still within its quiet period
+    cleared_at: Mapping[str, float] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -251,6 +255,14 @@ class _Reader:
             if _map(c).get("status") == "True" and isinstance(kind := _map(c).get("type"), str)
         }
         ready = "Ready" in true_conditions
+        cleared_at = {
+            kind: at
+            for c in _list(status.get("conditions"))
+            if isinstance(kind := _map(c).get("type"), str)
+            and kind not in true_conditions
+            and kind != "Ready"
+            and (at := unix_seconds(_map(c).get("lastTransitionTime"))) is not None
+        }
         taints = tuple(key for t in _list(spec.get("taints")) if (key := _str(_map(t).get("key"))))
         return Node(
             name=name,
@@ -265,6 +277,7 @@ class _Reader:
                 if key.startswith(OWN_ANNOTATIONS)
             },
             conditions=frozenset(true_conditions - {"Ready"}),
+            cleared_at=cleared_at,
         )
 
     def pod(self, item: Mapping[str, Any], name: str, namespace: str) -> Pod:

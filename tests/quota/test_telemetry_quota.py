@@ -125,6 +125,24 @@ def test_a_gpu_health_node_condition_takes_the_whole_node_out_and_says_so() -> N
     assert capacity_of([sick, well], []) == {"h100": (8, ["h/all"])}
 
 
+def test_a_node_condition_that_cleared_keeps_the_node_out_for_the_quiet_period() -> None:
+    cleared = node("h", {"nvidia.com/gpu": "8"})
+    cleared["status"]["conditions"].append(
+        {"type": "SysLogsXIDError", "status": "False", "lastTransitionTime": "2026-12-03T18:00:00Z"}
+    )
+    snapshot = parse_objects([cleared], gpu_resources=SAMPLE.gpu_resources)
+    at = 1796320800.0  # 2026-12-03T18:00:00Z
+
+    def h100(now: float | None) -> tuple[int, list[str]]:
+        row = class_capacity(SAMPLE, snapshot.nodes, snapshot.pods, now=now)["h100"]
+        return row.capacity, [o.reason for o in row.faulty]
+
+    # The sample policy's quiet period is the default 10 minutes.
+    assert h100(at + 120) == (0, ["node condition SysLogsXIDError, 480s of quiet period left"])
+    assert h100(at + 600) == (8, [])
+    assert h100(None) == (8, [])  # no moment given: only a condition that holds counts
+
+
 @settings(max_examples=100, deadline=None)
 @given(
     st.integers(0, 16),
