@@ -6,7 +6,8 @@ per field a `# HELP` and `# TYPE` line with the help text of `etc/default-counte
 `dcp-metrics-included.csv` for the profiling field), then one sample per GPU, or per MIG GPU
 instance, with the labels in the exporter's order —
 `gpu, UUID, pci_bus_id, device, modelName[, GPU_I_PROFILE, GPU_I_ID], Hostname`, then the
-driver version and `container, namespace, pod` (empty for a device nobody holds). Integers print
+driver version and `container, namespace, pod` (empty for a device nobody holds). Newer
+exporter builds say `hostname`; a device can be served that way (`hostname_label`). Integers print
 as integers and doubles with six decimals, as the exporter's `%d` / `%f`. Fields that do not
 apply to a MIG instance (GPU utilisation) are left out for it, as DCGM does.
 
@@ -98,6 +99,7 @@ class Device:
     instance: int | None = None
     holder: Holder | None = None
     values: Mapping[str, float] = field(default_factory=dict)
+    hostname_label: str = "Hostname"
 
     @property
     def key(self) -> tuple[str, int, int | None]:
@@ -116,7 +118,7 @@ class Device:
         holder = self.holder or Holder("", "", "")
         return [
             *found,
-            ("Hostname", self.node),
+            (self.hostname_label, self.node),
             ("DCGM_FI_DRIVER_VERSION", DRIVER_VERSION),
             ("container", holder.container),
             ("namespace", holder.namespace),
@@ -124,8 +126,8 @@ class Device:
         ]
 
 
-def whole_gpus(node: str, count: int) -> list[Device]:
-    return [Device(node, gpu) for gpu in range(count)]
+def whole_gpus(node: str, count: int, *, hostname_label: str = "Hostname") -> list[Device]:
+    return [Device(node, gpu, hostname_label=hostname_label) for gpu in range(count)]
 
 
 def mig_gpus(node: str, layout: Iterable[Mapping[str, int]]) -> list[Device]:

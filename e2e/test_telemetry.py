@@ -61,8 +61,10 @@ class Harness:
 
 def exporter_devices() -> DcgmExporter:
     """The GPUs behind e2e.kueue.add_gpu_nodes: 8 per whole-GPU node, two per MIG node (seven
-    1g.10gb instances on one, two 3g.40gb on the other), four behind the time-sliced node."""
-    devices = [d for i in range(3) for d in whole_gpus(f"h100-{i}", 8)]
+    1g.10gb instances on one, two 3g.40gb on the other), four behind the time-sliced node.
+    h100-0 (the XID test's) has a newer exporter, which says `hostname`; the rest `Hostname`."""
+    devices = whole_gpus("h100-0", 8, hostname_label="hostname")
+    devices += [d for i in (1, 2) for d in whole_gpus(f"h100-{i}", 8)]
     devices += whole_gpus("a100-0", 8)
     devices += [d for i in range(4) for d in mig_gpus(f"mig-{i}", [{"1g.10gb": 7}, {"3g.40gb": 2}])]
     devices += whole_gpus("shared-0", 4)
