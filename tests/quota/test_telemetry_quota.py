@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -17,6 +18,7 @@ from quotaguard.quota.capacity import class_capacity, without_faulty_gpus
 from quotaguard.quota.cluster import parse_objects
 from quotaguard.quota.demand import activity_of, demand_of
 from quotaguard.quota.planner import plan
+from quotaguard.telemetry.client import read_metrics_file
 from tests.quota import helpers
 from tests.quota.test_cluster import FIXTURE, SAMPLE
 
@@ -270,6 +272,33 @@ def test_plan_with_a_scrape_reports_faulty_gpus_idle_units_and_what_it_skipped(
     assert (row["allocated"], row["idle"], row["idlePods"]) == (20, 4, ["training/finetune-0"])
     assert report["telemetry"]["note"].startswith("idleness judged on a single sample")
     assert "1 series skipped: unknown node" in err
+
+
+def test_plan_with_a_saved_range_query_judges_idleness_over_idle_for(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    # The fixture's scrape as Prometheus would hold it: the same values every minute for 40
+    # minutes up to now, saved as the JSON of a query_range.
+    now = time.time()
+    scraped = read_metrics_file(SCRAPE, now=now)
+    result = [
+        {
+            "metric": {"__name__": s.metric, **s.labels},
+            "values": [[now - 60 * i, str(s.points[-1][1])] for i in range(40, -1, -1)],
+        }
+        for s in scraped.series
+    ]
+    saved = tmp_path / "range.json"
+    document = {"status": "success", "data": {"resultType": "matrix", "result": result}}
+    saved.write_text(json.dumps(document))
+    code, out, _ = run(capsys, "--gpu-metrics", str(saved), "--output", "json")
+    report = json.loads(out)
+    assert code == 0 and report["telemetry"]["note"] is None  # judged over the window
+    training = next(t for t in report["tenants"] if t["name"] == "training")
+    row = next(r for r in training["classes"] if r["class"] == "h100")
+    assert (row["idle"], row["idlePods"]) == (4, ["training/finetune-0"])
+    # 4 GPUs idle for the 40 minutes seen: 2.67 GPU-hours
+    assert row["idleGpuHours"] == pytest.approx(4 * 40 / 60, abs=0.02)
 
 
 def test_plan_without_telemetry_or_with_prometheus_down_plans_as_today(
