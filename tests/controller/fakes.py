@@ -11,6 +11,7 @@ import copy
 import json
 import threading
 from collections.abc import Callable, Iterator
+from types import SimpleNamespace
 from typing import Any
 
 from kubernetes.client.exceptions import ApiException
@@ -247,6 +248,32 @@ class FakeCore:
 
     def list_pod_for_all_namespaces(self, **kwargs: Any) -> FakeResponse:
         return self.server.list_or_watch("v1/pods", **kwargs)
+
+    def read_namespaced_config_map(self, name: str, namespace: str, **kwargs: Any) -> Any:
+        """As the client gives it: an object with `.data` (404 when there is none)."""
+        self.server._enter("get", "v1/configmaps", kwargs)
+        found = self.server.get("v1/configmaps", name, namespace)
+        if found is None:
+            raise api_error(404, "NotFound")
+        return SimpleNamespace(data=found.get("data"))
+
+    def patch_node(self, name: str, body: Json, **kwargs: Any) -> FakeResponse:
+        """A merge patch of metadata (None removes a key) and spec, guarded by the
+        resourceVersion it carries."""
+        self.server._enter("patch", "v1/nodes", {**kwargs, "body": copy.deepcopy(body)})
+        with self.server.lock:
+            found = self.server.get("v1/nodes", name)
+            if found is None:
+                raise api_error(404, "NotFound")
+            metadata = body.get("metadata") or {}
+            wanted = metadata.get("resourceVersion")
+            if wanted is not None and wanted != found["metadata"]["resourceVersion"]:
+                raise api_error(409, "Conflict")
+            for key in ("labels", "annotations"):
+                merged = {**(found["metadata"].get(key) or {}), **(metadata.get(key) or {})}
+                found["metadata"][key] = {k: v for k, v in merged.items() if v is not None}
+            found.setdefault("spec", {}).update(body.get("spec") or {})
+            return FakeResponse(json.dumps(self.server.put("v1/nodes", found)).encode())
 
     def create_namespaced_event(self, namespace: str, body: Json, **kwargs: Any) -> FakeResponse:
         self.server._enter("event", "v1/events", kwargs)
