@@ -13,6 +13,7 @@ import argparse
 import json
 import sys
 import time
+from collections.abc import Mapping
 from typing import Any
 
 from quotaguard.commands.common import read_policy
@@ -190,14 +191,19 @@ def _gpu_facts(args: argparse.Namespace, policy: Any, snapshot: Any) -> Any:
     return facts
 
 
-def _mig_parted_config(args: argparse.Namespace, api: Any, snapshot: Any) -> tuple[str | None, str]:
-    """The text of the GPU operator's mig-parted ConfigMap, or None, and where it was looked for."""
+def _mig_parted_data(
+    args: argparse.Namespace, api: Any, snapshot: Any
+) -> tuple[Mapping[str, object] | None, str]:
+    """The `data` of the GPU operator's mig-parted ConfigMap, or None, and where it was looked
+    for."""
     from quotaguard.kube.names import MIG_PARTED_CONFIG_KEY, MIG_PARTED_CONFIGMAP
 
     namespace = args.gpu_operator_namespace
     where = f"ConfigMap {namespace}/{MIG_PARTED_CONFIGMAP}"
     if api is None:
-        return snapshot.mig_parted_configs.get(namespace), f"{where} in the snapshot"
+        text = snapshot.mig_parted_configs.get(namespace)
+        data = {MIG_PARTED_CONFIG_KEY: text} if text is not None else None
+        return data, f"{where} in the snapshot"
     try:
         document = _get_json(
             api, f"/api/v1/namespaces/{namespace}/configmaps/{MIG_PARTED_CONFIGMAP}"
@@ -206,27 +212,28 @@ def _mig_parted_config(args: argparse.Namespace, api: Any, snapshot: Any) -> tup
         return None, where
     except Exception as exc:  # the client's many failure types all mean "cannot read"
         return None, f"{where} ({str(exc).splitlines()[0]})"
-    text = ((document or {}).get("data") or {}).get(MIG_PARTED_CONFIG_KEY)
-    return (text if isinstance(text, str) else None), where
+    data = (document or {}).get("data")
+    return (data if isinstance(data, Mapping) else None), where
 
 
 def _with_operator_configs(args: argparse.Namespace, policy: Any, api: Any, snapshot: Any) -> Any:
     """The policy with the GPU operator's definitions of the configs its pools name but do not
     define, as the controller reads them; without them, the built-in configs (said)."""
-    from quotaguard.geometry.operatorconfigs import undefined_configs, with_operator_configs
+    from quotaguard.geometry.operatorconfigs import from_configmap, undefined_configs
 
     wanted = undefined_configs(policy)
     if not wanted:
         return policy
-    text, where = _mig_parted_config(args, api, snapshot)
-    if text is None:
+    data, where = _mig_parted_data(args, api, snapshot)
+    found = from_configmap(policy, data)
+    if found is None:
         print(
             f"warning: no {where}: the configs {', '.join(wanted)} are planned as built in, "
             "if they are",
             file=sys.stderr,
         )
         return policy
-    merged, problems = with_operator_configs(policy, text)
+    merged, problems = found
     for problem in problems:
         print(f"{where}: warning: {problem}", file=sys.stderr)
     return merged

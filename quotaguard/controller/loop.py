@@ -380,11 +380,11 @@ class Controller:
             status = getattr(exc, "status", None)
             self._config_problem(f"cannot read {where} ({status or type(exc).__name__})")
             return policy
-        text = (found.data or {}).get(operatorconfigs.CONFIG_KEY)
-        if not isinstance(text, str):
+        read = operatorconfigs.from_configmap(policy, found.data)
+        if read is None:
             self._config_problem(f"{where} has no key {operatorconfigs.CONFIG_KEY}")
             return policy
-        merged, problems = operatorconfigs.with_operator_configs(policy, text)
+        merged, problems = read
         self._config_problem(f"{where}: {'; '.join(problems)}" if problems else None)
         return merged
 

@@ -3,9 +3,10 @@
 mig-manager applies the config named in `nvidia.com/mig.config` from its own file, the GPU
 operator's ConfigMap `default-mig-parted-config` (key `config.yaml`, mig-parted format). When a
 pool lists a config that the policy's `migConfigs` and `sharingConfigs` do not define, the
-controller reads that ConfigMap each interval and plans with its definition (before the
-built-in one of the same name: the ConfigMap is what mig-manager will apply). The policy's own
-configs always win. Pure: text in, policy out.
+controller (and `quotaguard plan`) reads that ConfigMap and plans with its definition (before
+the built-in one of the same name: the ConfigMap is what mig-manager will apply). The policy's
+own configs always win. Pure: the ConfigMap's `data` in, the policy and the problems out; the
+callers only fetch the ConfigMap and say the problems where they say things.
 """
 
 from __future__ import annotations
@@ -39,6 +40,17 @@ def undefined_configs(policy: TenantPolicy) -> list[str]:
         return []
     own = set(_own_configs(policy)) | set(geometry.sharing_configs)
     return sorted({name for pool in geometry.pools for name in pool.configs if name not in own})
+
+
+def from_configmap(
+    policy: TenantPolicy, data: Mapping[str, object] | None
+) -> tuple[TenantPolicy, list[str]] | None:
+    """`with_operator_configs` on the `data` of a `default-mig-parted-config` ConfigMap; None
+    when it holds no `config.yaml` text (there is no mig-parted config to read)."""
+    text = (data or {}).get(CONFIG_KEY)
+    if not isinstance(text, str):
+        return None
+    return with_operator_configs(policy, text)
 
 
 def with_operator_configs(policy: TenantPolicy, text: str) -> tuple[TenantPolicy, list[str]]:

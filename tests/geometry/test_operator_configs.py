@@ -5,7 +5,11 @@ from __future__ import annotations
 import yaml
 
 from quotaguard.geometry.layouts import pool_layouts
-from quotaguard.geometry.operatorconfigs import undefined_configs, with_operator_configs
+from quotaguard.geometry.operatorconfigs import (
+    from_configmap,
+    undefined_configs,
+    with_operator_configs,
+)
 from tests.geometry.helpers import policy
 
 SMALL_ONLY = {"devices": "all", "mig-enabled": True, "mig-devices": {"1g.10gb": 7}}
@@ -75,3 +79,21 @@ def test_a_broken_or_partial_configmap_is_said_and_leaves_the_built_ins():
         "nvidia.com/mig-2g.20gb": 1,
         "nvidia.com/mig-3g.40gb": 1,
     }
+
+
+def test_the_configmaps_data_is_read_through_its_config_yaml_key():
+    the_policy = policy(configs=["all-balanced", "serving-small"])
+    found = from_configmap(the_policy, {"config.yaml": OPERATOR, "other.yaml": "x: ["})
+    assert found is not None
+    merged, problems = found
+    assert problems == []
+    assert layouts_of(merged)["serving-small"] == {"nvidia.com/mig-1g.10gb": 7}
+    # broken text: the same problems as from the text itself, the policy unchanged
+    same, problems = from_configmap(the_policy, {"config.yaml": "version: v1\n"}) or (None, [])
+    assert same is the_policy and "no mig-configs" in problems[0]
+
+
+def test_data_without_a_config_yaml_text_is_nothing_to_read():
+    the_policy = policy(configs=["serving-small"])
+    for data in (None, {}, {"config.yml": OPERATOR}, {"config.yaml": 3}):
+        assert from_configmap(the_policy, data) is None, data
