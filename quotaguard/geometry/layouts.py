@@ -17,6 +17,7 @@ from quotaguard.policy.migconfig import (
     SHARING_CONFIG_LABEL,
     WHOLE_GPU,
     MigConfig,
+    config_problems,
     gpu_model,
     node_resources,
     parse_mig_configs,
@@ -81,8 +82,8 @@ class PoolLayouts:
 
 
 def pool_layouts(policy: TenantPolicy) -> list[PoolLayouts]:
-    """Every pool of the policy with its layouts resolved (unknown names left out: validate
-    reports them)."""
+    """Every pool of the policy with its layouts resolved (unknown names and configs that do
+    not fit the pool's GPU left out: validate reports them)."""
     geometry = policy.spec.geometry
     if geometry is None:
         return []
@@ -96,7 +97,11 @@ def pool_layouts(policy: TenantPolicy) -> list[PoolLayouts]:
         for name in pool.configs:
             if name in geometry.sharing_configs:
                 layouts[name] = Layout(name, sharing=geometry.sharing_configs[name])
-            elif gpu is not None and (config := resolve(name, gpu, mig_configs)) is not None:
+                continue
+            config = resolve(name, gpu, mig_configs) if gpu is not None else None
+            # one that does not fit the GPU (validate refuses such a policy, but the GPU
+            # operator's ConfigMap is read at run time) would only fail on the node
+            if config is not None and gpu is not None and not config_problems(config, gpu):
                 layouts[name] = Layout(name, mig=config)
         found.append(PoolLayouts(pool, gpu, layouts))
     return found

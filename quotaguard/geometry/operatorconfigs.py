@@ -17,8 +17,8 @@ from typing import Any
 import yaml
 
 from quotaguard.kube.names import MIG_PARTED_CONFIG_KEY, MIG_PARTED_CONFIGMAP
-from quotaguard.policy.migconfig import parse_mig_configs
-from quotaguard.policy.model import TenantPolicy
+from quotaguard.policy.migconfig import MigConfig, config_problems, gpu_model, parse_mig_configs
+from quotaguard.policy.model import Geometry, TenantPolicy
 from quotaguard.policy.problems import format_path
 
 CONFIGMAP = MIG_PARTED_CONFIGMAP
@@ -74,6 +74,7 @@ def with_operator_configs(policy: TenantPolicy, text: str) -> tuple[TenantPolicy
         return policy, problems
     parsed, found = parse_mig_configs({"version": "v1", "mig-configs": taken})
     problems += [f"{format_path(problem.path)}: {problem.message}" for problem in found]
+    problems += _misfits(geometry, parsed)
     usable = {name: taken[name] for name in parsed}
     if not usable:
         return policy, problems
@@ -82,3 +83,21 @@ def with_operator_configs(policy: TenantPolicy, text: str) -> tuple[TenantPolicy
         update={"geometry": geometry.model_copy(update={"mig_configs": merged})}
     )
     return policy.model_copy(update={"spec": spec}), problems
+
+
+def _misfits(geometry: Geometry, configs: Mapping[str, MigConfig]) -> list[str]:
+    """Why configs cannot be made on the GPUs of the pools that list them: the catalogue check
+    `validate` makes of the policy's own configs (such a pool does not take the config)."""
+    found = []
+    for pool in geometry.pools:
+        gpu = pool.gpu or gpu_model(pool.node_selector)
+        if gpu is None:
+            continue
+        for name in pool.configs:
+            config = configs.get(name)
+            if config is not None:
+                found += [
+                    f"config {name!r}, pool {pool.name!r}: {problem}; the pool does not take it"
+                    for problem in config_problems(config, gpu)
+                ]
+    return found

@@ -97,3 +97,21 @@ def test_data_without_a_config_yaml_text_is_nothing_to_read():
     the_policy = policy(configs=["serving-small"])
     for data in (None, {}, {"config.yml": OPERATOR}, {"config.yaml": 3}):
         assert from_configmap(the_policy, data) is None, data
+
+
+def test_a_configmap_config_that_does_not_fit_the_pools_gpu_is_said_and_not_taken():
+    # validate checks the policy's own configs against the catalogue; the ConfigMap's are
+    # checked when read, the same way, for the GPU of every pool that lists them
+    too_big = {"devices": "all", "mig-enabled": True, "mig-devices": {"3g.40gb": 3}}
+    wrong = {"devices": "all", "mig-enabled": True, "mig-devices": {"1g.5gb": 7}}
+    text = yaml.safe_dump(
+        {"version": "v1", "mig-configs": {"big-3g": [too_big], "small-40": [wrong]}}
+    )
+    the_policy = policy(configs=["all-balanced", "big-3g", "small-40"])
+    merged, problems = with_operator_configs(the_policy, text)
+    assert (
+        "config 'big-3g', pool 'a100': 3 x 3g.40gb on one A100-80GB: at most 2 fit; "
+        "the pool does not take it"
+    ) in problems
+    assert any(p.startswith("config 'small-40', pool 'a100': profile '1g.5gb'") for p in problems)
+    assert set(layouts_of(merged)) == {"all-balanced"}
