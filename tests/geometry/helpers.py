@@ -40,6 +40,42 @@ def policy(tenants: list[dict[str, Any]] | None = None, **pool: Any) -> TenantPo
     )
 
 
+SHARED = {
+    "name": "shared",
+    "resource": "nvidia.com/gpu.shared",
+    "memory": "80Gi",
+    "sharing": "time-slicing",
+    "replicas": 4,
+}
+
+
+def sharing_policy(**spec: Any) -> TenantPolicy:
+    """The pool may also take the time-slicing config ts-4 (each GPU offered 4 times as
+    nvidia.com/gpu.shared), for tenant notebooks; `spec`: more fields of the spec (as
+    `geometry_extra`, fields of `geometry`)."""
+    extra = spec.pop("geometry_extra", {})
+    return policies.policy(
+        [
+            {"name": "notebooks", "namespaces": ["nb"], "quota": {"shared": {}}},
+            {"name": "small", "quota": {"mig-1g": {}}},
+        ],
+        classes=[*CLASSES, SHARED],
+        **spec,
+        geometry={
+            **extra,
+            "mode": "apply",
+            "sharingConfigs": {"ts-4": {"replicas": 4}},
+            "pools": [
+                {
+                    "name": "a100",
+                    "nodeSelector": {PRODUCT_LABEL: PRODUCT},
+                    "configs": ["all-balanced", "ts-4"],
+                }
+            ],
+        },
+    )
+
+
 def node(
     name: str,
     config: str = "all-balanced",

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from quotaguard.geometry.apply import next_updates, patch_body
 from quotaguard.geometry.planner import plan_layouts
 from quotaguard.geometry.progress import PROGRESS_ANNOTATION, Progress, Update
 
-from .helpers import demand, node, policy, views
+from .helpers import demand, node, policy, sharing_policy, views
 
 NOW = 50_000.0
 
@@ -61,3 +63,33 @@ def test_patch_body():
         "spec": {"unschedulable": False},
     }
     assert patch_body(Update(labels={"x": None}), "1")["metadata"]["labels"] == {"x": None}
+
+
+def test_a_change_to_a_time_slicing_config_sets_both_labels_and_ends_once_shared_gpus_are_offered():
+    the_policy = sharing_policy()
+    toward = Progress("all-balanced", "ts-4", "draining", NOW - 60, cordoned=True)
+    draining = node(
+        "n0", unschedulable=True, annotations={PROGRESS_ANNOTATION: toward.to_annotation()}
+    )
+
+    def updates(the_node):
+        seen = views(the_policy, [the_node])
+        plan = plan_layouts(the_policy, seen, demand(notebooks={"shared": 32}), now=NOW)
+        return [update for _, update in next_updates(the_policy, plan, seen, NOW)]
+
+    [relabel] = updates(draining)  # idle: the labels now
+    assert relabel.labels == {
+        "nvidia.com/mig.config": "all-disabled",
+        "nvidia.com/device-plugin.config": "ts-4",
+    }
+    assert relabel.progress is not None
+    labels = {**draining.labels, **relabel.labels, "nvidia.com/mig.config.state": "success"}
+    applying = replace(
+        draining,
+        labels=labels,
+        annotations={PROGRESS_ANNOTATION: relabel.progress.to_annotation()},
+        allocatable={"nvidia.com/gpu": 8},  # MIG off, the device plugin not yet sharing
+    )
+    assert updates(applying) == []  # waits for the shared GPUs
+    [done] = updates(replace(applying, allocatable={"nvidia.com/gpu.shared": 32}))
+    assert (done.outcome, done.unschedulable, done.clear) == ("succeeded", False, True)

@@ -186,35 +186,9 @@ def test_weights_decide_between_tenants():
 
 
 def test_a_time_slicing_config_is_a_layout_too():
-    from tests.policies import policy
+    from .helpers import sharing_policy
 
-    from .helpers import CLASSES, PRODUCT
-
-    shared = {
-        "name": "shared",
-        "resource": "nvidia.com/gpu.shared",
-        "memory": "80Gi",
-        "sharing": "time-slicing",
-        "replicas": 4,
-    }
-    the_policy = policy(
-        [
-            {"name": "notebooks", "namespaces": ["nb"], "quota": {"shared": {}}},
-            {"name": "small", "quota": {"mig-1g": {}}},
-        ],
-        classes=[*CLASSES, shared],
-        geometry={
-            "mode": "apply",
-            "sharingConfigs": {"ts-4": {"replicas": 4}},
-            "pools": [
-                {
-                    "name": "a100",
-                    "nodeSelector": {"nvidia.com/gpu.product": PRODUCT},
-                    "configs": ["all-balanced", "ts-4"],
-                }
-            ],
-        },
-    )
+    the_policy = sharing_policy()
     result = plan_layouts(
         the_policy, views(the_policy, [node("n0")]), demand(notebooks={"shared": 32}), now=NOW
     )

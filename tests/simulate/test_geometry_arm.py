@@ -15,6 +15,7 @@ from quotaguard.simulate.engine import ArmRun
 from quotaguard.simulate.simulation import Simulation, simulate
 from quotaguard.simulate.trace import load_trace_text
 from tests import policies
+from tests.geometry.helpers import sharing_policy
 from tests.policies import A100_PRODUCT, MIG_1G, MIG_2G, MIG_3G, PRODUCT_LABEL
 
 ROOT = Path(__file__).parents[2]
@@ -142,6 +143,25 @@ def _overlaps(run_: ArmRun, horizon: float) -> int:
         current += step
         most = max(most, current)
     return most
+
+
+def test_a_node_moves_to_a_time_slicing_config_and_its_shared_gpus_serve():
+    # 32 notebooks want shared GPUs; the balanced node offers none; ts-4 gives 8 x 4 of them
+    shared = (
+        "{spec: {containers: [{name: main, resources: {limits: {nvidia.com/gpu.shared: '1'}}}]}}"
+    )
+    notebooks = f"{{at: 0, duration: 20m, namespace: nb, count: 32, pod: {shared}}}"
+    the_policy = sharing_policy(
+        rebalance={"interval": "60s", "demandWindow": "5m"},
+        geometry_extra={"reconfigureTime": f"{RECONFIGURE:.0f}s"},
+    )
+    simulation = run(the_policy, [notebooks])
+    run_ = geometry_run(simulation)
+    [change] = run_.layout_changes
+    assert (change.source, change.target) == ("all-balanced", "ts-4")
+    assert change.done == change.relabelled + RECONFIGURE
+    assert len(run_.admitted_at) == 32 and min(run_.admitted_at.values()) > change.done
+    assert simulation.runs["pool"].admitted_at == {}  # the pool never offers a shared GPU
 
 
 @pytest.mark.parametrize(("max_changing", "allowed"), [(1, 1), (2, 2), ("50%", 2)])
