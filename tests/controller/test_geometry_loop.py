@@ -16,9 +16,10 @@ from quotaguard.controller.watch import WatchSettings
 from quotaguard.geometry.progress import PROGRESS_ANNOTATION
 from quotaguard.policy.loader import load_policy_text
 from quotaguard.policy.migconfig import builtin_configs, node_resources
+from quotaguard.serve.observability import REGISTRY
 
 from .fakes import FakeApiServer, FakeLeaseStore, fake_clients
-from .test_loop import run, synced_interval
+from .test_loop import CQ, cluster_queue, run, synced_interval
 
 ONE_G = "nvidia.com/mig-1g.10gb"
 PRODUCT = "NVIDIA-A100-SXM4-80GB"
@@ -98,9 +99,16 @@ def server() -> FakeApiServer:
 
 
 def controller_for(
-    server: FakeApiServer, mode: str = "apply", configs: str = "all-1g.10gb"
+    server: FakeApiServer,
+    mode: str = "apply",
+    configs: str = "all-1g.10gb",
+    rebalance: str = "apply",
 ) -> Controller:
-    text = POLICY.replace("GEOMETRY_MODE", mode).replace("CONFIGS", configs)
+    text = (
+        POLICY.replace("GEOMETRY_MODE", mode)
+        .replace("CONFIGS", configs)
+        .replace("mode: apply, interval", f"mode: {rebalance}, interval")
+    )
     settings = ControllerSettings(
         leader_election=False,
         watch_settings=lambda: WatchSettings(backoff=Backoff(base=0.001, cap=0.005)),
@@ -123,9 +131,21 @@ def one_interval(controller: Controller) -> None:
     run(controller, body)
 
 
+def layout_nodes(action: str) -> float | None:
+    return REGISTRY.get_sample_value("quotaguard_layout_nodes", {"pool": "a100", "action": action})
+
+
+def changes(outcome: str) -> float:
+    sample = REGISTRY.get_sample_value("quotaguard_layout_changes_total", {"outcome": outcome})
+    return sample or 0.0
+
+
 def test_in_apply_mode_the_leader_cordons_one_node_and_takes_it_out_of_capacity(server):
     controller = controller_for(server)
+    started_before = changes("started")
     one_interval(controller)
+    assert (layout_nodes("start"), layout_nodes("keep")) == (1, 1)
+    assert changes("started") == started_before + 1
     started = [name for name, row in node_rows(controller).items() if row["action"] == "start"]
     assert len(started) == 1 and node_rows(controller)[started[0]]["target"] == "all-1g.10gb"
     [(_, _, call)] = server.writes("patch")
@@ -142,12 +162,26 @@ def test_in_apply_mode_the_leader_cordons_one_node_and_takes_it_out_of_capacity(
 
 def test_in_recommend_mode_the_change_is_reported_and_no_node_is_touched(server):
     controller = controller_for(server, mode="recommend")
+    started_before = changes("started")
     one_interval(controller)
     assert [row["action"] for row in node_rows(controller).values()].count("start") == 1
+    assert (layout_nodes("start"), layout_nodes("keep")) == (1, 1)  # the metrics show the plan
     assert server.writes("patch") == [] and server.events == []
+    assert changes("started") == started_before
     report = controller.latest_report()
     assert report is not None
     assert {row["name"]: row["capacity"] for row in report["classes"]}["mig-1g"] == 32
+
+
+@pytest.mark.parametrize("rebalance", ["apply", "recommend"])
+def test_the_modes_are_independent_layouts_move_whether_quotas_are_written_or_not(
+    server, rebalance
+):
+    server.put(CQ, cluster_queue("small", ONE_G, "mig-1g", 7))
+    controller = controller_for(server, rebalance=rebalance)
+    one_interval(controller)
+    assert len(server.writes("patch")) == 1  # the cordon, in both
+    assert len(server.writes("apply")) == (1 if rebalance == "apply" else 0)
 
 
 def test_a_replica_that_does_not_lead_touches_no_node(server):
