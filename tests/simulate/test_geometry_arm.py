@@ -133,6 +133,18 @@ def test_drain_wait_cordons_a_busy_node_and_changes_it_once_its_pods_end():
     assert change.done == change.relabelled + RECONFIGURE
 
 
+def test_a_drain_given_up_at_its_deadline_is_planned_afresh_at_the_next_interval():
+    # the 3g job outlasts drainTimeout: the change is given up (uncordoned) and, the plan still
+    # wanting it, started again at the next interval (docs/policy.md: drainTimeout bounds one
+    # attempt, not the cordon); once the job ends the second attempt relabels the node
+    the_policy = policy(drain="wait", drainTimeout="1h")
+    simulation = run(the_policy, [large(0, 1, "100m"), small(60, 120, "6h")])
+    first, second, *_ = geometry_run(simulation).layout_changes
+    assert (first.started, first.relabelled, first.done) == (60, None, 60 + 3600)
+    assert second.started == first.done + 60
+    assert second.relabelled is not None and second.relabelled >= 6000
+
+
 def _overlaps(run_: ArmRun, horizon: float) -> int:
     """The most changes in progress at one moment."""
     moments = []
