@@ -27,6 +27,17 @@ def read_policy(path: str) -> TenantPolicy | int:
         return exc.exit_code
 
 
+def positive_seconds(text: str) -> float:
+    """An argparse type: a positive, finite number of seconds."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text}") from None
+    if not 0 < value < float("inf"):  # also refuses nan
+        raise argparse.ArgumentTypeError(f"must be positive and finite: {text}")
+    return value
+
+
 class HelpWithDefaults(argparse.ArgumentDefaultsHelpFormatter):
     """`--help` that shows each flag's default, except where there is none to show."""
 

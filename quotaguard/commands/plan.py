@@ -16,7 +16,7 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from quotaguard.commands.common import read_policy
+from quotaguard.commands.common import positive_seconds, read_policy
 from quotaguard.kube.names import KUEUE_GROUP, KUEUE_VERSIONS, VOLCANO_GROUP, VOLCANO_VERSION
 
 KUEUE = (KUEUE_GROUP, KUEUE_VERSIONS, ("clusterqueues", "workloads"))
@@ -74,7 +74,7 @@ def register(verbs: Any) -> None:
     )
     parser.add_argument(
         "--prometheus-timeout",
-        type=float,
+        type=positive_seconds,
         default=10.0,
         metavar="SECONDS",
         help="timeout of the Prometheus query (default 10)",

@@ -11,7 +11,7 @@ import argparse
 import sys
 from typing import Any
 
-from quotaguard.commands.common import HelpWithDefaults
+from quotaguard.commands.common import HelpWithDefaults, positive_seconds
 
 DEFAULT_COMPONENTS = "webhook,controller,reports"
 LOG_LEVELS = ("debug", "info", "warning", "error")
@@ -65,14 +65,14 @@ def register(verbs: Any) -> None:
     )
     parser.add_argument(
         "--policy-poll-interval",
-        type=_positive,
+        type=positive_seconds,
         default=2.0,
         metavar="SECONDS",
         help="how often the policy file is checked for changes",
     )
     parser.add_argument(
         "--tls-poll-interval",
-        type=_positive,
+        type=positive_seconds,
         default=5.0,
         metavar="SECONDS",
         help="how often the certificate files are checked for changes",
@@ -84,7 +84,9 @@ def register(verbs: Any) -> None:
         "(faulty GPUs leave capacity, idle allocations are reported); unset or unreachable: "
         "planning goes on without it",
     )
-    parser.add_argument("--prometheus-timeout", type=_positive, default=10.0, metavar="SECONDS")
+    parser.add_argument(
+        "--prometheus-timeout", type=positive_seconds, default=10.0, metavar="SECONDS"
+    )
     parser.add_argument(
         "--gpu-operator-namespace",
         default="gpu-operator",
@@ -94,7 +96,7 @@ def register(verbs: Any) -> None:
     )
     parser.add_argument(
         "--shutdown-timeout",
-        type=_positive,
+        type=positive_seconds,
         default=25.0,
         metavar="SECONDS",
         help="how long SIGTERM waits for in-flight requests",
@@ -111,14 +113,14 @@ def register(verbs: Any) -> None:
     )
     limits.add_argument(
         "--webhook-idle-timeout",
-        type=_positive,
+        type=positive_seconds,
         default=60.0,
         metavar="SECONDS",
         help="a connection with no request for this long is closed",
     )
     limits.add_argument(
         "--webhook-header-timeout",
-        type=_positive,
+        type=positive_seconds,
         default=10.0,
         metavar="SECONDS",
         help="a request's headers must be complete this long after their first byte, or the "
@@ -126,22 +128,12 @@ def register(verbs: Any) -> None:
     )
     limits.add_argument(
         "--webhook-body-timeout",
-        type=_positive,
+        type=positive_seconds,
         default=10.0,
         metavar="SECONDS",
         help="a request's body must arrive this long after its headers, or it is answered 408",
     )
     parser.set_defaults(run=run)
-
-
-def _positive(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text}") from None
-    if not 0 < value < float("inf"):  # also refuses nan
-        raise argparse.ArgumentTypeError(f"must be positive and finite: {text}")
-    return value
 
 
 def _positive_int(text: str) -> int:

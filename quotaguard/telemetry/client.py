@@ -159,7 +159,7 @@ class PrometheusClient:
             # a trickled one is not waited for).
             body = exc.read1(4096).decode("utf-8", "replace")
             raise QueryRefused(f"{self.url}: HTTP {exc.code}: {body[:200]}") from exc
-        except (urllib.error.URLError, OSError, ValueError) as exc:
+        except (urllib.error.URLError, OSError, ValueError, OverflowError) as exc:
             reason = getattr(exc, "reason", exc)
             raise TelemetryError(f"{self.url}: unreachable: {reason}") from exc
         if len(data) > self.max_bytes:

@@ -169,3 +169,21 @@ def test_plan_on_an_instant_query_takes_the_gpu_out_and_the_report_says_how(
     assert note.startswith("range query refused (HTTP 400: ") and "read an instant query" in note
     assert note.endswith("idleness judged on a single sample per series, not over idleFor")
     assert "read an instant query" in captured.err
+
+
+@pytest.mark.parametrize("timeout", ["inf", "nan", "0", "-1", "soon"])
+def test_plan_refuses_a_prometheus_timeout_that_is_not_a_positive_number(
+    timeout: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = ["plan", "--policy", POLICY, "--snapshot", str(FIXTURE)]
+    down = ["--prometheus-url", "http://127.0.0.1:9", f"--prometheus-timeout={timeout}"]
+    assert main([*argv, *down]) == 2
+    assert "argument --prometheus-timeout: " in capsys.readouterr().err
+
+
+def test_a_timeout_past_what_a_socket_takes_is_no_telemetry_not_a_crash(
+    prometheus: tuple[str, Answers],
+) -> None:
+    url, _ = prometheus
+    with pytest.raises(TelemetryError, match="unreachable"):
+        PrometheusClient(url, timeout=1e300).gpu_metrics(Rebalance(), now=1000.0)
