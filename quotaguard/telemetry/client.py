@@ -21,7 +21,7 @@ from quotaguard.kube.documents import DocumentError, Limits, load_json
 from quotaguard.policy.model import Rebalance
 from quotaguard.telemetry.exposition import parse_exposition
 from quotaguard.telemetry.promjson import QueryRefused, TelemetryError, parse_query_response
-from quotaguard.telemetry.series import MAX_POINTS, METRICS, GpuMetrics
+from quotaguard.telemetry.series import MAX_POINTS, METRICS, TOO_MANY_POINTS, GpuMetrics
 
 MAX_BYTES = 64 * 1024 * 1024
 DEFAULT_TIMEOUT = 10.0
@@ -163,7 +163,7 @@ class PrometheusClient:
             reason = getattr(exc, "reason", exc)
             raise TelemetryError(f"{self.url}: unreachable: {reason}") from exc
         if len(data) > self.max_bytes:
-            raise TelemetryError(f"{self.url}: response larger than {self.max_bytes} bytes")
+            raise QueryRefused(f"{self.url}: response larger than {self.max_bytes} bytes")
         try:
             return load_json(_decode(data, self.url), self.url, _limits(self.max_bytes))
         except DocumentError as exc:
@@ -175,15 +175,20 @@ class PrometheusClient:
 
     def gpu_metrics(self, rebalance: Rebalance, *, now: float | None = None) -> GpuMetrics:
         """Every DCGM series the judgements read, over the window the policy needs: a range
-        query; when Prometheus refuses it (too many points or samples, a query timeout), an
-        instant query at the same moment, judged on that one sample and said so."""
+        query; when Prometheus refuses it (too many points or samples, a query timeout) or its
+        answer is past `max_bytes` or MAX_POINTS (a large cluster), an instant query at the
+        same moment, judged on that one sample and said so."""
         end = time.time() if now is None else now
         try:
-            return self.range_query(rebalance, end)
+            found = self.range_query(rebalance, end)
         except QueryRefused as exc:
             refused = str(exc).removeprefix(f"{self.url}: ")
-        found = self.instant_query(end)
-        return replace(found, note=f"range query refused ({refused}); read an instant query")
+        else:
+            if TOO_MANY_POINTS not in found.warnings:
+                return found
+            refused = f"past {MAX_POINTS:,} points"
+        instant = self.instant_query(end)
+        return replace(instant, note=f"range query refused ({refused}); read an instant query")
 
     def range_query(self, rebalance: Rebalance, end: float) -> GpuMetrics:
         window, step = query_window(rebalance)

@@ -14,8 +14,8 @@ class TelemetryError(ValueError):
 
 
 class QueryRefused(TelemetryError):
-    """Prometheus answered, but with an error for this query (its API's `status: error`, or
-    an HTTP error status): another query may still be answered."""
+    """Prometheus answered, but not usably for this query (its API's `status: error`, an HTTP
+    error status, an answer too large to read): a smaller query may still be answered."""
 
 
 def _result(document: object, source: str) -> tuple[str, list[Any]]:

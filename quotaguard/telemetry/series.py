@@ -29,6 +29,7 @@ CONTAINER_LABELS = ("exported_container", "container")
 # Bounds on what one source may hand in; past them the rest is skipped with a warning.
 MAX_SERIES = 100_000
 MAX_POINTS = 2_000_000
+TOO_MANY_POINTS = "too many points"
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,7 +100,7 @@ class SeriesBuilder:
         if not kept:
             return
         if self.points + len(kept) > MAX_POINTS:
-            self.warn("too many points")
+            self.warn(TOO_MANY_POINTS)
             return
         self.points += len(kept)
         kept.sort()

@@ -16,6 +16,7 @@ import pytest
 
 from quotaguard.cli import main
 from quotaguard.policy.model import Rebalance
+from quotaguard.telemetry import series as series_module
 from quotaguard.telemetry.client import PrometheusClient, TelemetryError
 from quotaguard.telemetry.series import XID
 from tests.quota.test_cluster import FIXTURE
@@ -150,6 +151,57 @@ def test_a_refused_range_query_falls_back_to_an_instant_query_and_says_so(
     with pytest.raises(TelemetryError, match=r"no data\.result list"):
         PrometheusClient(url, timeout=2).gpu_metrics(Rebalance(), now=1000.0)
     assert answers.asked == ["/api/v1/query_range"]
+
+
+def test_a_range_answer_past_the_size_bound_falls_back_to_an_instant_query(
+    prometheus: tuple[str, Answers],
+) -> None:
+    url, answers = prometheus
+    many = vector(1000.0, 0)
+    many["data"]["resultType"] = "matrix"
+    row = many["data"]["result"][0]
+    row["values"] = [[1000.0 - i, "0"] for i in range(2000)]
+    del row["value"]
+    answers.by_path["/api/v1/query_range"] = (200, many)
+    answers.by_path["/api/v1/query"] = (200, vector(1000.0, 79))
+    found = PrometheusClient(url, timeout=2, max_bytes=10_000).gpu_metrics(Rebalance(), now=1000.0)
+    assert answers.asked == ["/api/v1/query_range", "/api/v1/query"]
+    assert (
+        found.note
+        == "range query refused (response larger than 10000 bytes); read an instant query"
+    )
+    assert [s.points for s in found.series] == [((1000.0, 79.0),)]
+
+
+def test_a_range_answer_past_the_points_bound_falls_back_to_an_instant_query(
+    prometheus: tuple[str, Answers], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A cluster too large for the window: a range answer cut at the bound would leave GPUs
+    # unjudged; one sample of every series judges them all.
+    monkeypatch.setattr(series_module, "MAX_POINTS", 3)
+    url, answers = prometheus
+    labels = {"gpu": "3", "Hostname": "h100-01"}
+    answers.by_path["/api/v1/query_range"] = (
+        200,
+        {
+            "status": "success",
+            "data": {
+                "resultType": "matrix",
+                "result": [
+                    {
+                        "metric": {"__name__": XID, **labels, "gpu": gpu},
+                        "values": [[990, "0"], [1000, "0"]],
+                    }
+                    for gpu in ("0", "1")
+                ],
+            },
+        },
+    )
+    answers.by_path["/api/v1/query"] = (200, vector(1000.0, 79))
+    found = PrometheusClient(url, timeout=2).gpu_metrics(Rebalance(), now=1000.0)
+    assert answers.asked == ["/api/v1/query_range", "/api/v1/query"]
+    assert found.note == "range query refused (past 2,000,000 points); read an instant query"
+    assert found.warnings == {} and [s.points for s in found.series] == [((1000.0, 79.0),)]
 
 
 def test_plan_on_an_instant_query_takes_the_gpu_out_and_the_report_says_how(
