@@ -106,6 +106,7 @@ def _pool(
             offered = _sharing_resources(sharing[name])
             labels = {**selector, SHARING_CONFIG_LABEL: name}
             yield from _offers(where, name, offered, labels, spec)
+            yield from _replicas(where, name, offered, labels, spec)
             continue
         config = mig_configs.get(name) or builtin.get(name)
         if config is None:
@@ -148,6 +149,41 @@ def _sharing_resources(raw: object) -> dict[str, int]:
     return {SHARED_GPU_RESOURCE if rename is not False else GPU_RESOURCE: replicas}
 
 
+def _replicas(
+    where: tuple[str | int, ...],
+    name: str,
+    resources: Mapping[str, int],
+    labels: Mapping[str, str],
+    spec: Mapping[str, Any],
+) -> Iterator[Problem]:
+    """A warning when a class that counts a sharing config's resource divides a GPU into
+    another number of replicas: its units would be valued at the wrong share of a GPU."""
+    for resource, replicas in resources.items():
+        for gpu_class in _counting(resource, labels, spec):
+            counted = gpu_class.get("replicas", 1)
+            if isinstance(counted, int) and counted != replicas:
+                yield Problem(
+                    where,
+                    f"config {name!r} offers each GPU {replicas} times as {resource}, but class "
+                    f"{gpu_class.get('name')!r} counts {counted} replicas per GPU: its units "
+                    "would be valued at the wrong share of a GPU",
+                    "warning",
+                )
+
+
+def _counting(
+    resource: str, labels: Mapping[str, str], spec: Mapping[str, Any]
+) -> list[Mapping[str, Any]]:
+    """The GPU classes that count `resource` on a node with these labels."""
+    classes = [c for c in spec.get("gpuClasses") or [] if isinstance(c, Mapping)]
+    return [
+        c
+        for c in classes
+        if c.get("resource") == resource
+        and all(labels.get(k) == v for k, v in _labels(c.get("nodeSelector")).items())
+    ]
+
+
 def _offers(
     where: tuple[str | int, ...],
     name: str,
@@ -156,14 +192,8 @@ def _offers(
     spec: Mapping[str, Any],
 ) -> Iterator[Problem]:
     """A warning for every resource the layout offers that no GPU class counts."""
-    classes = [c for c in spec.get("gpuClasses") or [] if isinstance(c, Mapping)]
     for resource in resources:
-        counted = any(
-            c.get("resource") == resource
-            and all(labels.get(k) == v for k, v in _labels(c.get("nodeSelector")).items())
-            for c in classes
-        )
-        if not counted:
+        if not _counting(resource, labels, spec):
             yield Problem(
                 where,
                 f"config {name!r} offers {resource}, which no GPU class counts on this pool's "

@@ -155,6 +155,17 @@ def test_a_layout_no_class_counts_is_a_warning():
     ), found
 
 
+def test_a_sharing_config_whose_replicas_its_class_does_not_count_is_a_warning():
+    # the class values a unit at 1/4 GPU; ts-4 as ts-8 would offer each GPU 8 times
+    assert "ts-4: {replicas: 4}" in POLICY
+    found = problems(POLICY.replace("ts-4: {replicas: 4}", "ts-4: {replicas: 8}"))
+    assert any(
+        "warning: spec.geometry.pools[0].configs[4]: config 'ts-4' offers each GPU 8 times as "
+        "nvidia.com/gpu.shared, but class 'shared' counts 4 replicas per GPU" in p
+        for p in found
+    ), found
+
+
 def test_an_explicit_gpu_model_finds_built_in_configs():
     text = POLICY.replace(
         "    nodeSelector: {nvidia.com/gpu.product: NVIDIA-A100-SXM4-80GB}",
