@@ -18,7 +18,8 @@ import contextlib
 import functools
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -62,7 +63,7 @@ from quotaguard.kube.values import utc_timestamp
 from quotaguard.policy.model import Mode, TenantPolicy
 from quotaguard.quota.cluster import ClusterSnapshot, ParsedObjects, ResourceQuota, parse_objects
 from quotaguard.quota.demand import activity_of, demand_of
-from quotaguard.quota.diff import QueueChange, writes_for
+from quotaguard.quota.diff import QueueChange, QueueWrite, writes_for
 from quotaguard.quota.planner import Plan, TenantPlan
 from quotaguard.quota.queues import QueueState, current_state
 from quotaguard.quota.report import build_report
@@ -88,6 +89,9 @@ PolicySource = Callable[[], TenantPolicy]
 # A fair-sharing weight moves a little every interval as usage decays; writing every such move
 # would update every queue every interval. Moves up to this fraction are left for later.
 WEIGHT_TOLERANCE = 0.05
+# Queue writes in flight at once within one pass (the cuts, then the raises): the API server
+# answers them in parallel; the client's pool holds more connections than this plus watches.
+WRITES_IN_FLIGHT = 8
 KUEUE_CREATE_TEMPLATE: Mapping[str, Any] = {"namespaceSelector": {}}
 VOLCANO_CREATE_TEMPLATE: Mapping[str, Any] = {"reclaimable": True}
 
@@ -561,7 +565,8 @@ class Controller:
     ) -> list[WriteOutcome]:
         """Carry out `writes_for(the_plan, current)` (blocking; runs in a worker thread): what
         to write and in which order is decided there; here each write is built against the
-        cached queue, sent, and the second pass (raises) runs only when the first landed."""
+        cached queue and sent, up to WRITES_IN_FLIGHT at once within a pass, and the second
+        pass (raises) starts only when every write of the first (cuts) has landed."""
         api = self._queue_api(policy)
         if api is None:
             return []
@@ -578,25 +583,50 @@ class Controller:
             force_conflicts=policy.spec.rebalance.force_conflicts,
         )
         template = VOLCANO_CREATE_TEMPLATE if api.group == VOLCANO_GROUP else KUEUE_CREATE_TEMPLATE
-        shell = _Writing(writer, cache, cached, template if manage else None)
+        shell = _Writing(writer, cached, template if manage else None)
         outcomes: list[WriteOutcome] = []
-        for writes in writes_for(the_plan, current):
-            for write in writes:
-                outcome = shell.execute(
-                    write.queue, self._rules(policy, api, write.tenant, write.quotas)
-                )
-                if outcome is None:
-                    continue  # only a weight move within tolerance: no request at all
-                outcomes.append(outcome)
-                if outcome.written is not None:
-                    self._announce(outcome, write.change)
-                self._note_conflicts(outcome)
-                _log_failure(outcome)
-            if any(outcome.result.failed for outcome in outcomes):
-                break  # a cut that did not land: raising others now could overcommit
+        with ThreadPoolExecutor(WRITES_IN_FLIGHT, thread_name_prefix="queue-write") as pool:
+            for writes in writes_for(the_plan, current):
+                done = self._write_pass(pool, shell, policy, api, writes)
+                for outcome in done:
+                    if outcome.written is not None:
+                        if cache is not None:
+                            cache.upsert(outcome.written)
+                        cached[outcome.queue] = outcome.written
+                    self._note_conflicts(outcome)
+                    _log_failure(outcome)
+                outcomes += done
+                if any(outcome.result.failed for outcome in outcomes):
+                    break  # a cut that did not land: raising others now could overcommit
+        _log_interval(outcomes)
         return outcomes
 
+    def _write_pass(
+        self,
+        pool: ThreadPoolExecutor,
+        shell: _Writing,
+        policy: TenantPolicy,
+        api: QueueApi,
+        writes: Sequence[QueueWrite],
+    ) -> list[WriteOutcome]:
+        """One pass's writes, concurrently; returns when every one of them has ended."""
+
+        def one(write: QueueWrite) -> WriteOutcome | None:
+            outcome = shell.execute(
+                write.queue, self._rules(policy, api, write.tenant, write.quotas)
+            )
+            if outcome is not None and outcome.written is not None:
+                self._announce(outcome, write.change)
+            return outcome
+
+        futures = [pool.submit(one, write) for write in writes]
+        # None: only a weight move within tolerance, no request at all
+        return [outcome for future in futures if (outcome := future.result()) is not None]
+
     def _announce(self, outcome: WriteOutcome, change: QueueChange) -> None:
+        """Log the write; a QuotaUpdated Event on the queue when the write is material (a
+        quota, the cohort or the parent moved, or the queue was created): a fair-share weight
+        alone moving is logged and counted, not announced on the queue."""
         reasons = "; ".join(f"{q.class_name}: {q.reason}" for q in change.quotas)
         if change.weight is not None and not reasons:
             reasons = "fair-share weight follows decayed usage"
@@ -612,7 +642,7 @@ class Controller:
             },
         )
         identity = self.leader.identity if self.leader is not None else "quotaguard"
-        if outcome.written is not None:
+        if outcome.written is not None and _material(outcome):
             body = event_body(
                 outcome.written, reason="QuotaUpdated", message=message, instance=identity
             )
@@ -703,14 +733,14 @@ class Controller:
         self.history.record(report, now)
 
 
-@dataclass
+@dataclass(frozen=True)
 class _Writing:
-    """Executes queue writes against the cached queues (kept up to date with what it wrote);
-    `template`: create missing queues from it (manageQueues), else report them missing."""
+    """Executes queue writes against the cached queues (one interval's copy, read only while
+    writes are in flight); `template`: create missing queues from it (manageQueues), else
+    report them missing."""
 
     writer: QueueWriter
-    cache: Watch | None
-    cached: dict[str, JsonObject]
+    cached: Mapping[str, JsonObject]
     template: Mapping[str, Any] | None
 
     def execute(self, queue: str, rules: SpecRules) -> WriteOutcome | None:
@@ -719,12 +749,32 @@ class _Writing:
             return WriteOutcome(queue, WriteResult.MISSING)
         if existing is not None and _within_tolerance(rules, existing):
             return None
-        outcome = self.writer.write(queue, rules, template=self.template)
-        if outcome.written is not None:
-            if self.cache is not None:
-                self.cache.upsert(outcome.written)
-            self.cached[queue] = outcome.written
-        return outcome
+        return self.writer.write(queue, rules, template=self.template, cached=existing)
+
+
+def _material(outcome: WriteOutcome) -> bool:
+    """Whether a write moved more than the fair-share weight (what a QuotaUpdated Event is
+    for: quotas, cohort, parent, a new queue)."""
+    return outcome.result == WriteResult.CREATED or any(
+        not line.startswith("weight ") for line in outcome.changes
+    )
+
+
+def _log_interval(outcomes: Sequence[WriteOutcome]) -> None:
+    """One line per interval that wrote: how many queues, and how many of them only moved
+    their weight (those have no Event of their own)."""
+    wrote = [outcome for outcome in outcomes if outcome.result.wrote]
+    if not wrote:
+        return
+    weight_only = sum(not _material(outcome) for outcome in wrote)
+    failed = sum(outcome.result.failed for outcome in outcomes)
+    log.info(
+        "wrote %d queues (%d only their fair-share weight), %d failed",
+        len(wrote),
+        weight_only,
+        failed,
+        extra={"written": len(wrote), "weight_only": weight_only, "failed": failed},
+    )
 
 
 def _mark_conflicts(report: dict[str, Any], outcomes: list[WriteOutcome]) -> None:

@@ -1,13 +1,16 @@
-"""Writing one queue: read, build the spec in memory, server-side apply the fields we own.
+"""Writing one queue: build the spec in memory from the cached queue, server-side apply the
+fields we own.
 
 The apply (field manager `quotaguard`, see `controller.apply`) carries only what quotaguard
 sets, so other managers' fields stay as they are and stay theirs; it also names the
 resourceVersion it was built from, because Kueue's resourceGroups list is atomic and is
-rebuilt from what was read: a change made in between is never overwritten (409, read again,
-rebuild, retry — a bounded number of times). A field another manager applied is not taken over
-(unless `rebalance.forceConflicts`): the write ends as a conflict naming fields and managers.
-A spec that comes out equal to what is there is not written at all, so repeated intervals do
-not cause write storms.
+rebuilt from what was read: a change made in between is never overwritten. The first attempt
+is built from the watch cache's copy of the queue (no read at all); a 409 means the copy was
+older than the queue, or another manager owns a field: the queue is read again, the spec
+rebuilt and the apply retried, a bounded number of times. A field another manager applied is
+not taken over (unless `rebalance.forceConflicts`): the write ends as a conflict naming fields
+and managers, decided on a fresh read (the cache keeps no managedFields). A spec that comes out
+equal to what is there is not written at all, so repeated intervals do not cause write storms.
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any
@@ -118,7 +121,6 @@ class QueueWriter:
     request_timeout: float = 10.0
     force_conflicts: bool = False  # rebalance.forceConflicts
     field_manager: str = FIELD_MANAGER
-    stats: dict[str, int] = field(default_factory=dict)
 
     def get(self, name: str) -> JsonObject | None:
         try:
@@ -142,24 +144,27 @@ class QueueWriter:
         )
 
     def write(
-        self, name: str, rules: SpecRules, *, template: Mapping[str, Any] | None = None
+        self,
+        name: str,
+        rules: SpecRules,
+        *,
+        template: Mapping[str, Any] | None = None,
+        cached: Mapping[str, Any] | None = None,
     ) -> WriteOutcome:
-        """Bring queue `name` to what `rules.build` asks for. A missing queue is created from
-        `rules.build(template)` when a template is given, else reported as missing."""
-        outcome = self._write(name, rules, template=template)
-        self.stats[outcome.result] = self.stats.get(outcome.result, 0) + 1
-        return outcome
-
-    def _write(
-        self, name: str, rules: SpecRules, *, template: Mapping[str, Any] | None
-    ) -> WriteOutcome:
+        """Bring queue `name` to what `rules.build` asks for. `cached`: the queue as the watch
+        cache holds it, to build the first attempt from instead of reading it. A missing queue
+        is created from `rules.build(template)` when a template is given, else reported as
+        missing."""
         attempt = 0
+        known = dict(cached) if cached is not None else None
         try:
             while attempt < self.max_attempts:
                 attempt += 1
                 if not self.may_write():
                     return WriteOutcome(name, WriteResult.NOT_LEADER, attempts=attempt)
-                current = self.get(name)
+                fresh = known is None
+                current = self.get(name) if known is None else known
+                known = None  # any attempt after this one reads the queue again
                 if current is None:
                     if template is None:
                         return WriteOutcome(name, WriteResult.MISSING, attempts=attempt)
@@ -168,7 +173,7 @@ class QueueWriter:
                 desired = rules.build(spec)
                 if rules.same(spec, desired):
                     return WriteOutcome(name, WriteResult.UNCHANGED, attempts=attempt)
-                outcome = self._apply(name, current, rules, desired, attempt)
+                outcome = self._apply(name, current, rules, desired, attempt, fresh=fresh)
                 if outcome is not None:
                     return outcome
                 log.info("queue %s changed while we wrote it; reading it again", name)
@@ -190,8 +195,13 @@ class QueueWriter:
         rules: SpecRules,
         desired: JsonObject,
         attempt: int,
+        *,
+        fresh: bool = True,
     ) -> WriteOutcome | None:
-        """Apply the owned part of `desired`; None: the queue changed since it was read."""
+        """Apply the owned part of `desired`; None: read the queue again and rebuild (it
+        changed since `current` was read, or `current` is a cached copy, not `fresh`, and
+        another manager owns a field: whether to take it over is decided on its managedFields,
+        which only a read gives)."""
         metadata = current.get("metadata") or {}
         body = apply_body(
             api_version=str(current.get("apiVersion") or self.queue_api.api_version),
@@ -210,9 +220,9 @@ class QueueWriter:
                 if status_code(exc) != 409:
                     raise
                 conflicts = field_conflicts(getattr(exc, "body", None))
-                if not conflicts:
+                if not conflicts or not fresh:
                     log.debug("apply of %s: 409 %s", name, getattr(exc, "body", None))
-                    return None  # resourceVersion: read again, rebuild
+                    return None  # resourceVersion, or owners unknown: read again, rebuild
                 if force or not may_force(
                     conflicts, metadata.get("managedFields"), force_conflicts=False
                 ):
