@@ -109,7 +109,7 @@ def test_writes_go_out_concurrently_and_every_cut_lands_before_the_raise() -> No
     assert len(cuts) == CUTS
     assert raise_[1] >= max(end for _, _, end in cuts)  # started after the last cut ended
     held: dict[str, int] = {}
-    for _, event, obj in server.log[CQ]:
+    for _, _, obj in server.log[CQ]:
         held[obj["metadata"]["name"]] = int(gpu_quotas(obj)[("mig", MIG)]["nominalQuota"])
         assert sum(held.values()) <= CAPACITY, held
     assert held["big"] == CAPACITY and sum(held.values()) == CAPACITY
