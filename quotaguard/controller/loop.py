@@ -86,8 +86,9 @@ log = logging.getLogger("quotaguard.controller")
 
 PolicySource = Callable[[], TenantPolicy]
 
-# A fair-sharing weight moves a little every interval as usage decays; writing every such move
-# would update every queue every interval. Moves up to this fraction are left for later.
+# A fair-sharing weight moves a little every interval as usage decays; writing every such move,
+# or sharing quotas by it, would update every queue every interval. Moves up to this fraction
+# are left for later: the plan shares by the weight it last moved to, the queue keeps it.
 WEIGHT_TOLERANCE = 0.05
 # Queue writes in flight at once within one pass (the cuts, then the raises): the API server
 # answers them in parallel; the client's pool holds more connections than this plus watches.
@@ -457,7 +458,9 @@ class Controller:
         snapshot = parse_objects(objects, gpu_resources=policy.gpu_resources, memo=self._parsed)
         facts = self._gpu_facts(policy, metrics, snapshot, now)
         observed = demand_of(policy, snapshot, activity=facts.activity)
-        seen = observe(policy, observed, now, self._state)
+        seen = observe(
+            policy, observed, now, self._state, weight_tolerance=self.settings.weight_tolerance
+        )
         # Layouts first: quotas are planned on the capacity they leave (changing nodes at 0).
         self._layouts, capacity = plan_capacity(
             policy,

@@ -21,7 +21,12 @@ from quotaguard.quota.capacity import ClassCapacity
 from quotaguard.quota.demand import Demand, DemandSmoother
 from quotaguard.quota.planner import Plan, Planner
 from quotaguard.quota.queues import QueueState
-from quotaguard.quota.weights import UsageHistory, fair_share_weights, usage_in_gpus
+from quotaguard.quota.weights import (
+    UsageHistory,
+    fair_share_weights,
+    held_weights,
+    usage_in_gpus,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,6 +37,7 @@ class PlanState:
     usage: UsageHistory = field(default_factory=UsageHistory)
     previous: Plan | None = None  # the last plan: the baseline when queues do not follow it
     planner: Planner | None = None  # for the last policy, rebuilt when the policy changes
+    weights: Mapping[str, float] | None = None  # the weights the last step shared by
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,17 +67,27 @@ def _smoother(state: PlanState, window: float) -> DemandSmoother:
 
 
 def observe(
-    policy: TenantPolicy, observed: Demand, now: float, state: PlanState | None = None
+    policy: TenantPolicy,
+    observed: Demand,
+    now: float,
+    state: PlanState | None = None,
+    *,
+    weight_tolerance: float = 0.0,
 ) -> Observed:
-    """Demand `observed` at `now` into the smoother and the usage history; the weights."""
+    """Demand `observed` at `now` into the smoother and the usage history; the weights.
+
+    `weight_tolerance`: a tenant's weight that moved by at most this fraction since the last
+    step stays as it was (the controller's hysteresis on weights; a new policy starts over)."""
     state = state or PlanState()
     rebalance = policy.spec.rebalance
     smoother, smoothed = _smoother(state, rebalance.demand_window).observe(observed, now)
     usage = state.usage.record(usage_in_gpus(policy, observed), now, rebalance.usage_half_life)
+    same_policy = state.planner is not None and state.planner.policy is policy
+    weights = held_weights(
+        state.weights if same_policy else None, fair_share_weights(policy, usage), weight_tolerance
+    )
     return Observed(
-        smoothed,
-        fair_share_weights(policy, usage),
-        PlanState(smoother, usage, state.previous, state.planner),
+        smoothed, weights, PlanState(smoother, usage, state.previous, state.planner, weights)
     )
 
 
@@ -96,7 +112,7 @@ def plan_observed(
         weights=seen.weights,
         previous=state.previous if from_previous else None,
     )
-    next_state = PlanState(state.smoother, state.usage, the_plan, planner)
+    next_state = PlanState(state.smoother, state.usage, the_plan, planner, seen.weights)
     return Step(the_plan, next_state, seen.demand, seen.weights)
 
 

@@ -101,3 +101,20 @@ def fair_share_weights(policy: TenantPolicy, history: UsageHistory) -> dict[str,
         # Rounded for stable output, unless rounding would make a tiny weight zero.
         weights[name] = round(adjusted, WEIGHT_DECIMALS) or adjusted
     return weights
+
+
+def held_weights(
+    held: Mapping[str, float] | None, weights: Mapping[str, float], tolerance: float
+) -> dict[str, float]:
+    """`weights`, except that a tenant whose weight moved by at most `tolerance` (relative)
+    from the one `held` keeps the held one. Decayed usage moves every weight a little every
+    interval, and quotas are shared by weight: without this every such move would move every
+    tenant's quota by a unit or two, interval after interval (and write every queue)."""
+    if not held or tolerance <= 0:
+        return dict(weights)
+    kept = {}
+    for name, weight in weights.items():
+        before = held.get(name)
+        close = before is not None and abs(weight - before) <= tolerance * max(abs(before), 1e-9)
+        kept[name] = before if close and before is not None else weight
+    return kept

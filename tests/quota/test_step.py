@@ -15,6 +15,7 @@ from quotaguard.quota.planner import ClassPlan, Plan, plan
 from quotaguard.quota.queues import QueueState
 from quotaguard.quota.step import PlanState, observe, plan_observed, plan_step
 from quotaguard.quota.weights import UsageHistory, fair_share_weights, usage_in_gpus
+from tests.quota.helpers import h100, policy
 
 SAMPLE = load_policy_file("config/policy.yaml")
 MIG = "h100-1g.10gb"
@@ -143,3 +144,54 @@ def test_a_step_moves_from_what_the_queues_hold() -> None:
     current = {"inference": QueueState("inference", "gpu-pool", 1.0, quotas)}
     step = plan_step(SAMPLE, grown, BUSY, 60.0, first.state, current=current)
     assert row(step.plan, "inference").nominal == 23  # one 25% step from the 19 it holds
+
+
+TWO = policy(
+    [
+        {"name": "a", "quota": {"h100": {"max": 1000}}},
+        {"name": "b", "quota": {"h100": {"max": 1000}}},
+    ],
+    usageHalfLife="10m",
+)
+
+
+def drifting(at: int) -> dict[str, dict[str, ClassDemand]]:
+    """Both want more than the 400 GPUs; a's usage creeps up, b's down: the weights drift."""
+    return {
+        "a": {"h100": ClassDemand(200 + 4 * at, 300)},
+        "b": {"h100": ClassDemand(200 - 4 * at, 300)},
+    }
+
+
+def nominals_and_weights(tolerance: float, steps: int) -> tuple[list[int], list[float]]:
+    state, nominals, weights = PlanState(), [], []
+    for at in range(steps):
+        seen = observe(TWO, drifting(at), at * 60.0, state, weight_tolerance=tolerance)
+        step = plan_observed(TWO, h100(400), seen)
+        state = step.state
+        nominals.append(row(step.plan, "a", "h100").nominal)
+        weights.append(seen.weights["a"])
+    return nominals, weights
+
+
+def test_with_a_weight_tolerance_small_weight_moves_are_held_and_the_quotas_stay() -> None:
+    # Quotas are shared by weight: without the hold each small move of a weight moves the
+    # quotas by a unit, step after step (a write of every queue each interval).
+    moving, _ = nominals_and_weights(0.0, 8)
+    held, weights = nominals_and_weights(0.05, 8)
+    assert len(set(moving)) > 2
+    assert set(held) == {200} and set(weights) == {1.0}
+
+
+def test_a_weight_past_the_tolerance_moves_and_a_new_policy_starts_over() -> None:
+    _, weights = nominals_and_weights(0.05, 40)
+    assert weights[-1] < 0.95  # held while within 5%, then moved
+    assert len(set(weights)) < 6  # in a few jumps, not 40 small moves
+    state = PlanState()
+    for at in range(3):
+        state = plan_observed(
+            TWO, h100(400), observe(TWO, drifting(at), at * 60.0, state, weight_tolerance=0.05)
+        ).state
+    other = TWO.model_copy(deep=True)
+    fresh = observe(other, drifting(30), 1800.0, state, weight_tolerance=0.05)
+    assert fresh.weights == fair_share_weights(other, fresh.state.usage)

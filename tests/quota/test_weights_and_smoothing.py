@@ -9,7 +9,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from quotaguard.quota.demand import ClassDemand, DemandSmoother
-from quotaguard.quota.weights import UsageHistory, fair_share_weights, usage_in_gpus
+from quotaguard.quota.weights import (
+    UsageHistory,
+    fair_share_weights,
+    held_weights,
+    usage_in_gpus,
+)
 from tests.quota.helpers import policy
 from tests.quota.strategies import policies
 
@@ -116,3 +121,11 @@ def test_smoothed_demand_between_now_and_the_recent_peak(observations) -> None:
         peak = max(peak, usage + pending)
         assert row.usage == usage
         assert usage + pending <= row.total <= peak
+
+
+def test_a_weight_within_the_tolerance_keeps_the_held_one_and_a_larger_move_is_taken() -> None:
+    held = {"a": 1.0, "b": 2.0}
+    moved = held_weights(held, {"a": 1.04, "b": 2.2, "c": 3.0}, 0.05)
+    assert moved == {"a": 1.0, "b": 2.2, "c": 3.0}  # c is new: taken as it is
+    assert held_weights(held, {"a": 1.04, "b": 2.2}, 0.0) == {"a": 1.04, "b": 2.2}
+    assert held_weights(None, {"a": 1.04}, 0.05) == {"a": 1.04}
