@@ -6,7 +6,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from bench.bench_scale_e2e import implied_by, not_landed, off_target, steps_to
+from bench.bench_scale_e2e import (
+    implied_by,
+    not_landed,
+    off_target,
+    per_interval,
+    steps_to,
+    webhook_latencies,
+)
 from bench.pyspy_profile import summarize
 
 REBALANCE = {"maxStepPercent": 25, "minChange": 1}
@@ -65,3 +72,42 @@ def test_profile_shares_count_self_and_inclusive_time_once_per_stack() -> None:
         "loads (json/__init__.py)": 25.0,
     }
     assert dict(found["inclusive_percent"])["main (quotaguard/controller/loop.py)"] == 100.0
+
+
+HOOK = "apiserver_admission_webhook_admission_duration_seconds_bucket"
+
+
+def buckets(name: str, kind: str, counts: dict[str, int]) -> str:
+    labels = f'name="{name}",operation="CREATE",rejected="false",type="{kind}"'
+    return "".join(f'{HOOK}{{{labels},le="{le}"}} {n}\n' for le, n in counts.items())
+
+
+def test_added_latency_is_read_per_quotaguard_webhook_from_the_api_servers_histogram() -> None:
+    before = buckets("pods.mutate.quotaguard.dev", "admit", {"0.005": 50, "0.025": 50, "+Inf": 50})
+    after = (
+        buckets("pods.mutate.quotaguard.dev", "admit", {"0.005": 150, "0.025": 250, "+Inf": 250})
+        + buckets("pods.validate.quotaguard.dev", "validating", {"0.005": 100, "+Inf": 100})
+        + buckets("pod-webhook.kueue", "admit", {"0.005": 0, "+Inf": 100})  # not ours
+    )
+    found, added = webhook_latencies(before, after, created=100)
+    assert set(found) == {"pods.mutate.quotaguard.dev", "pods.validate.quotaguard.dev"}
+    mutate = found["pods.mutate.quotaguard.dev"]
+    assert mutate["calls"] == 200  # only the phase's calls: 250 - 50
+    assert mutate["p50_ms"] == 5.0 and 20 < mutate["p99_ms"] <= 25
+    # two mutating calls and one validating call per Pod: their p99s added up
+    assert added == round(2 * mutate["p99_ms"] + found["pods.validate.quotaguard.dev"]["p99_ms"], 2)
+    assert webhook_latencies(before, before, created=100) == ({}, None)
+
+
+def test_a_row_spanning_two_plans_counts_as_two_intervals() -> None:
+    summary = per_interval(
+        [
+            {"intervals": 1, "writes": 4, "cpu_s": 0.4, "seconds": 5.0},
+            {"intervals": 2, "writes": 2, "cpu_s": 1.2, "seconds": 10.0},
+            {"intervals": 1, "writes": 0, "cpu_s": 0.2, "seconds": 5.0},
+        ]
+    )
+    assert summary["intervals"] == 4
+    assert summary["writes"] == {"median": 1.0, "max": 4.0}
+    assert summary["cpu_s"] == {"median": 0.6, "max": 0.6}  # 0.2, 0.4, 0.6, 0.6
+    assert per_interval([])["writes"] == {"median": None, "max": None}
