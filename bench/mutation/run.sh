@@ -7,7 +7,8 @@
 # Runs mutmut 3 (pip install 'mutmut>=3,<4') niced, in a copy of the committed tree under
 # ${WORK:-/tmp/quotaguard-mutation}, so the worktree is left alone; writes the counts to
 # bench/mutation/results-<target>.txt and the survivors (with their diffs) beside them.
-# PATHS (comma-separated) narrows or widens the mutated files; MUTATION_TIMEOUT bounds the run.
+# PATHS (comma-separated) narrows or widens the mutated files; MUTATION_TIMEOUT bounds the run;
+# CHILDREN (default 1) runs that many mutants at once; MUTATION_EXAMPLES (default 10) caps Hypothesis.
 # Results and the equivalent mutants are in bench/mutation/README.md.
 set -euo pipefail
 target="${1:?quota or admission}"
@@ -36,20 +37,30 @@ import pathlib, re
 p = pathlib.Path("pyproject.toml")
 p.write_text(re.sub(r"(?ms)^\[tool\.mutmut\].*?(?=^\[)", "", p.read_text()))
 PY
-# Hypothesis, derandomized (a mutant's verdict must not depend on luck) and patient (mutmut
-# traces every call while it collects which tests reach which function, on a loaded machine).
+# Hypothesis, derandomized (a mutant's verdict must not depend on luck), patient (mutmut traces
+# every call while it collects which tests reach which function, on a loaded machine) and short:
+# every property test draws at most MUTATION_EXAMPLES examples, also those whose own settings ask
+# for more. tests/conftest.py loads the profile HYPOTHESIS_PROFILE names, so it must be this one.
+export HYPOTHESIS_PROFILE=mutation
 cat > conftest.py <<'PY'
+import os
+
 from hypothesis import HealthCheck, settings
 
-settings.register_profile(
-    "mutation",
-    derandomize=True,
-    deadline=None,
-    database=None,
-    max_examples=int(__import__("os").environ.get("MUTATION_EXAMPLES", "40")),
-    suppress_health_check=list(HealthCheck),
-)
+EXAMPLES = int(os.environ.get("MUTATION_EXAMPLES", "10"))
+PATIENT = {"derandomize": True, "deadline": None, "database": None, "suppress_health_check": list(HealthCheck)}
+settings.register_profile("mutation", max_examples=EXAMPLES, **PATIENT)
 settings.load_profile("mutation")
+
+
+def pytest_collection_modifyitems(items):
+    for item in items:
+        test = getattr(item, "obj", None)
+        own = getattr(test, "_hypothesis_internal_use_settings", None)
+        if own is not None:
+            test._hypothesis_internal_use_settings = settings(
+                own, max_examples=min(own.max_examples, EXAMPLES), **PATIENT
+            )
 PY
 {
   echo "[mutmut]"
@@ -58,13 +69,19 @@ PY
   tr ',' '\n' <<<"$paths" | sed 's/^/    /'
   echo "pytest_add_cli_args = -p no:cacheprovider -q"
   echo "pytest_add_cli_args_test_selection = $tests"
+  # CPU seconds per mutant: (its tests' time + 1) x 2 x this; the wall-clock bound is half that,
+  # generous so that a loaded machine (or a paused run) does not turn slow tests into timeouts
+  echo "timeout_multiplier = ${TIMEOUT_MULTIPLIER:-30}"
   echo "also_copy ="
   echo "    conftest.py"
   echo "    config"
   echo "    tools"
   echo "    bench"
 } > setup.cfg
-timeout "${MUTATION_TIMEOUT:-3000}" nice -n 19 python -m mutmut run --max-children "${CHILDREN:-2}" || true
+# MUTATION_TIMEOUT (wall seconds) stops the whole run early; unset, it runs to the end
+limit=()
+[ -n "${MUTATION_TIMEOUT:-}" ] && limit=(timeout "$MUTATION_TIMEOUT")
+"${limit[@]}" nice -n 19 python -m mutmut run --max-children "${CHILDREN:-1}" || true
 python -m mutmut results > survivors.txt || true
 python - "$repo/bench/mutation/results-$target.txt" <<'PY'
 import json, pathlib, sys
