@@ -81,7 +81,13 @@ PY
 # MUTATION_TIMEOUT (wall seconds) stops the whole run early; unset, it runs to the end
 limit=()
 [ -n "${MUTATION_TIMEOUT:-}" ] && limit=(timeout "$MUTATION_TIMEOUT")
-"${limit[@]}" nice -n 19 python -m mutmut run --max-children "${CHILDREN:-1}" || true
+# MUTANTS (space-separated names or globs) runs only those again, e.g. with new tests
+# (FROM_WORKTREE=1 and another WORK), and leaves results-<target>.txt alone
+read -ra names <<<"${MUTANTS:-}"
+"${limit[@]}" nice -n 19 python -m mutmut run --max-children "${CHILDREN:-1}" "${names[@]}" || true
+if [ -n "${MUTANTS:-}" ]; then
+  exit 0
+fi
 python -m mutmut results > survivors.txt || true
 python - "$repo/bench/mutation/results-$target.txt" <<'PY'
 import json, pathlib, sys

@@ -18,7 +18,7 @@ from quotaguard.commands.review import summarize
 from quotaguard.policy.loader import load_policy_text
 from quotaguard.policy.model import TenantPolicy
 
-from .builders import applied, gpu, job, pod, template
+from .builders import applied, gpu, job, pod, template, volcano_job
 from .strategies import NAMESPACES, workloads
 
 SAMPLE = Path(__file__).resolve().parents[2] / "config" / "policy.yaml"
@@ -105,6 +105,33 @@ def test_a_node_selector_that_rules_out_every_model_is_denied_with_what_to_do(mo
     assert decision.rules == ("node-selector-conflict",)
     assert "may run on h100 or a100" in decision.message
     assert "remove that nodeSelector" in decision.message
+
+
+NOT_A_MODEL = {"nvidia.com/gpu.product": "NVIDIA-L4", "zone": "b"}
+
+
+@pytest.mark.parametrize(
+    ("obj", "container", "where"),
+    [
+        (pod(gpu(2), nodeSelector=NOT_A_MODEL), "main", ""),
+        (
+            volcano_job(("worker", template(gpu(2), nodeSelector=NOT_A_MODEL))),
+            "worker/main",
+            " of worker",
+        ),
+    ],
+    ids=["pod", "volcano task"],
+)
+def test_the_denial_of_a_node_selector_against_every_model_names_the_task_and_every_key(
+    models, obj, container, where
+):
+    decision = mutate(models, obj, "training")
+    assert decision.message == (
+        f'tenant "training": container "{container}" may run on h100 or a100, but the '
+        f"nodeSelector{where} (nvidia.com/gpu.product=NVIDIA-L4, zone=b) rules out every one of "
+        "them; remove that nodeSelector (Kueue picks the flavor) or pick a class with "
+        "quotaguard.dev/gpu-class"
+    )
 
 
 def test_a_list_of_shared_classes_moves_to_their_resource_without_a_selector():
