@@ -108,6 +108,53 @@ def test_moving_a_suspended_job_to_the_default_queue_is_refused(policy):
     assert validate(policy, new, "training", operation="UPDATE", old_object=new).allowed
 
 
+def test_moving_a_suspended_job_to_another_tenants_queue_names_the_namespace(policy):
+    old = job(template(gpu(2)), labels={KUEUE_QUEUE_LABEL: "training"})
+    new = job(template(gpu(2)), labels={KUEUE_QUEUE_LABEL: "inference"})
+    decision = validate(policy, new, "training", operation="UPDATE", old_object=old)
+    assert decision.message == (
+        'tenant "training": queue "inference" (label kueue.x-k8s.io/queue-name) belongs to '
+        'tenant "inference"; workloads in namespace "training" may not use it: remove it '
+        '(quotaguard sets it) or set it to "training"'
+    )
+
+
+def test_an_update_that_sets_another_scheduler_is_refused(policy):
+    old = job(template(gpu(2)), labels={KUEUE_QUEUE_LABEL: "training"})
+    new = job(template(gpu(2), schedulerName="gang"), labels={KUEUE_QUEUE_LABEL: "training"})
+    decision = validate(policy, new, "training", operation="UPDATE", old_object=old)
+    assert decision.rules == ("scheduler-not-allowed",)
+
+
+def test_an_update_that_keeps_a_scheduler_the_policy_no_longer_lists_is_allowed(
+    make_policy, policy
+):
+    obj = job(template(gpu(2), schedulerName="gang"), labels={KUEUE_QUEUE_LABEL: "training"})
+    assert validate(make_policy(allowedSchedulers=["gang"]), obj, "training").allowed
+    edited = job(
+        template(gpu(2), schedulerName="gang"), labels={KUEUE_QUEUE_LABEL: "training", "x": "y"}
+    )
+    assert validate(policy, edited, "training", operation="UPDATE", old_object=obj).allowed
+
+
+def test_a_pod_the_job_controller_updates_is_not_judged_for_its_scheduler(policy):
+    def stamped(scheduler):
+        return pod(
+            container(limits={"nvidia.com/gpu": 2}),
+            annotations={"quotaguard.dev/tenant": "training"},
+            owners=[{"apiVersion": "batch/v1", "kind": "Job", "name": "j", "uid": "u"}],
+            schedulerName=scheduler,
+        )
+
+    old, new = stamped("default-scheduler"), stamped("gang")
+    judged = validate(policy, new, "training", operation="UPDATE", old_object=old)
+    assert judged.rules == ("scheduler-not-allowed",)
+    trusted = validate(
+        policy, new, "training", operation="UPDATE", old_object=old, creator_trusted=True
+    )
+    assert trusted.allowed
+
+
 def test_a_pod_of_a_job_made_by_the_job_controller_is_not_judged_for_its_queue(policy):
     """Pods of a Job carry no queue of their own (Kueue accounts the Job): believed only from
     the job controller; the same Pod from a tenant is stamped with the tenant's queue."""

@@ -285,6 +285,12 @@ def test_update_that_keeps_the_gpus_is_not_judged_again_after_a_policy_change(po
     assert validate(policy, unsuspended, "training", operation="UPDATE", old_object=stored).allowed
 
 
+def test_an_update_without_the_old_object_is_judged_in_full_as_a_create(policy):
+    obj = job(template(gpu(9)), labels={KUEUE_QUEUE_LABEL: "inference"})
+    decision = validate(policy, obj, "training", operation="UPDATE", old_object=None)
+    assert decision.rules == ("max-gpus-per-pod", "queue-isolation")
+
+
 def test_delete_is_allowed(policy):
     assert validate(policy, pod(gpu(99)), "training", operation="DELETE").allowed
 
