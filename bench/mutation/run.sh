@@ -8,7 +8,8 @@
 # ${WORK:-/tmp/quotaguard-mutation}, so the worktree is left alone; writes the counts to
 # bench/mutation/results-<target>.txt and the survivors (with their diffs) beside them.
 # PATHS (comma-separated) narrows or widens the mutated files; MUTATION_TIMEOUT bounds the run;
-# CHILDREN (default 1) runs that many mutants at once; MUTATION_EXAMPLES (default 10) caps Hypothesis.
+# CHILDREN (default 1) runs that many mutants at once; MUTATION_EXAMPLES (default 10) caps Hypothesis;
+# RESUME=1 goes on with a stopped run in the same WORK.
 # Results and the equivalent mutants are in bench/mutation/README.md.
 set -euo pipefail
 target="${1:?quota or admission}"
@@ -23,12 +24,17 @@ case "$target" in
     tests="tests/admission" ;;
   *) echo "unknown target $target" >&2; exit 2 ;;
 esac
-rm -rf "$work" && mkdir -p "$work"
-if [ -n "${FROM_WORKTREE:-}" ]; then
-  # the tree as it is on disk (uncommitted tests included)
-  (cd "$repo" && git ls-files -co --exclude-standard | tar -cf - -T -) | tar -x -C "$work"
+if [ -n "${RESUME:-}" ]; then
+  # a run that was stopped goes on: mutmut keeps every verdict in $work/mutants
+  test -d "$work/mutants"
 else
-  git -C "$repo" archive HEAD | tar -x -C "$work"
+  rm -rf "$work" && mkdir -p "$work"
+  if [ -n "${FROM_WORKTREE:-}" ]; then
+    # the tree as it is on disk (uncommitted tests included)
+    (cd "$repo" && git ls-files -co --exclude-standard | tar -cf - -T -) | tar -x -C "$work"
+  else
+    git -C "$repo" archive HEAD | tar -x -C "$work"
+  fi
 fi
 cd "$work"
 # mutmut reads [tool.mutmut] from pyproject.toml before setup.cfg: keep the project's out of it
@@ -41,14 +47,21 @@ PY
 # every call while it collects which tests reach which function, on a loaded machine) and short:
 # every property test draws at most MUTATION_EXAMPLES examples, also those whose own settings ask
 # for more. tests/conftest.py loads the profile HYPOTHESIS_PROFILE names, so it must be this one.
+# No shrinking: a failing example kills the mutant as it is, the smallest one is not needed.
 export HYPOTHESIS_PROFILE=mutation
 cat > conftest.py <<'PY'
 import os
 
-from hypothesis import HealthCheck, settings
+from hypothesis import HealthCheck, Phase, settings
 
 EXAMPLES = int(os.environ.get("MUTATION_EXAMPLES", "10"))
-PATIENT = {"derandomize": True, "deadline": None, "database": None, "suppress_health_check": list(HealthCheck)}
+PATIENT = {
+    "derandomize": True,
+    "deadline": None,
+    "database": None,
+    "suppress_health_check": list(HealthCheck),
+    "phases": [Phase.explicit, Phase.generate],
+}
 settings.register_profile("mutation", max_examples=EXAMPLES, **PATIENT)
 settings.load_profile("mutation")
 
@@ -69,9 +82,9 @@ PY
   tr ',' '\n' <<<"$paths" | sed 's/^/    /'
   echo "pytest_add_cli_args = -p no:cacheprovider -q"
   echo "pytest_add_cli_args_test_selection = $tests"
-  # CPU seconds per mutant: (its tests' time + 1) x 2 x this; the wall-clock bound is half that,
-  # generous so that a loaded machine (or a paused run) does not turn slow tests into timeouts
-  echo "timeout_multiplier = ${TIMEOUT_MULTIPLIER:-30}"
+  # CPU seconds per mutant: (its tests' time + 1) x 2 x this; the wall-clock bound is half that
+  # times WALL_FACTOR (patient_mutmut.py), so that a loaded machine does not make timeouts
+  echo "timeout_multiplier = ${TIMEOUT_MULTIPLIER:-20}"
   echo "also_copy ="
   echo "    conftest.py"
   echo "    config"
@@ -84,7 +97,8 @@ limit=()
 # MUTANTS (space-separated names or globs) runs only those again, e.g. with new tests
 # (FROM_WORKTREE=1 and another WORK), and leaves results-<target>.txt alone
 read -ra names <<<"${MUTANTS:-}"
-"${limit[@]}" nice -n 19 python -m mutmut run --max-children "${CHILDREN:-1}" "${names[@]}" || true
+"${limit[@]}" nice -n 19 python "$repo/bench/mutation/patient_mutmut.py" run \
+  --max-children "${CHILDREN:-1}" "${names[@]}" || true
 if [ -n "${MUTANTS:-}" ]; then
   exit 0
 fi
