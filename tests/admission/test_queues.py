@@ -99,6 +99,49 @@ def test_allowed_schedulers_adds_to_the_backends(make_policy):
     assert validate(make_policy(), obj, "training").rules == ("scheduler-not-allowed",)
 
 
+@pytest.fixture(scope="module")
+def own_queue_names(make_policy, policy):
+    """Training's ClusterQueue (Volcano queue) and LocalQueue named apart, per backend."""
+    document = yaml.safe_load(yaml.safe_dump(policy.model_dump(by_alias=True, mode="json")))
+    tenants = document["spec"]["tenants"]
+    training = next(t for t in tenants if t["name"] == "training")
+    training.update(queue="training-cq", localQueue="training-lq")
+    return {
+        backend: make_policy(tenants=tenants, backend=backend) for backend in ("kueue", "volcano")
+    }
+
+
+@pytest.mark.parametrize(
+    ("backend", "where", "own"),
+    [
+        ("kueue", "label kueue.x-k8s.io/queue-name", "training-lq"),
+        ("volcano", "annotation scheduling.volcano.sh/queue-name", "training-cq"),
+    ],
+)
+def test_a_refused_queue_points_at_the_queue_the_label_or_annotation_names(
+    own_queue_names, backend, where, own
+):
+    key = KUEUE_QUEUE_LABEL if backend == "kueue" else VOLCANO_QUEUE_ANNOTATION
+    places = "labels" if backend == "kueue" else "annotations"
+    scheduler = "default-scheduler" if backend == "kueue" else "volcano"
+    policy = own_queue_names[backend]
+    for queue, what in [
+        (
+            "default",
+            f'is not a queue of the tenant; GPU workloads in namespace "training" go to "{own}"',
+        ),
+        (
+            "inference",
+            'belongs to tenant "inference"; workloads in namespace "training" may not use it',
+        ),
+    ]:
+        obj = pod(gpu(1), schedulerName=scheduler, **{places: {key: queue}})
+        assert validate(policy, obj, "training").message == (
+            f'tenant "training": queue "{queue}" ({where}) {what}: remove it (quotaguard sets '
+            f'it) or set it to "{own}"'
+        )
+
+
 def test_moving_a_suspended_job_to_the_default_queue_is_refused(policy):
     old = job(template(gpu(2)), labels={KUEUE_QUEUE_LABEL: "training"})
     new = job(template(gpu(2)), labels={KUEUE_QUEUE_LABEL: "default"})
