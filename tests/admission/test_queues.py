@@ -142,6 +142,15 @@ def test_a_refused_queue_points_at_the_queue_the_label_or_annotation_names(
         )
 
 
+def test_the_volcano_parent_queue_is_refused_as_such(policies):
+    obj = pod(gpu(1), schedulerName="volcano", annotations={VOLCANO_QUEUE_ANNOTATION: "gpu-pool"})
+    assert validate(policies["volcano"], obj, "training").message == (
+        'tenant "training": queue "gpu-pool" (annotation scheduling.volcano.sh/queue-name) is '
+        'the parent queue of every tenant queue; GPU workloads in namespace "training" go to '
+        '"training": remove it (quotaguard sets it) or set it to "training"'
+    )
+
+
 def test_moving_a_suspended_job_to_the_default_queue_is_refused(policy):
     old = job(template(gpu(2)), labels={KUEUE_QUEUE_LABEL: "training"})
     new = job(template(gpu(2)), labels={KUEUE_QUEUE_LABEL: "default"})
