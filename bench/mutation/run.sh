@@ -25,8 +25,12 @@ case "$target" in
   *) echo "unknown target $target" >&2; exit 2 ;;
 esac
 if [ -n "${RESUME:-}" ]; then
-  # a run that was stopped goes on: mutmut keeps every verdict in $work/mutants
+  # a run that was stopped goes on: mutmut keeps every verdict in $work/mutants; with
+  # FROM_WORKTREE the worktree's tests replace the copy's (mutmut runs its stats for new tests)
   test -d "$work/mutants"
+  if [ -n "${FROM_WORKTREE:-}" ]; then
+    (cd "$repo" && git ls-files -co --exclude-standard tests | tar -cf - -T -) | tar -x -C "$work"
+  fi
 else
   rm -rf "$work" && mkdir -p "$work"
   if [ -n "${FROM_WORKTREE:-}" ]; then
