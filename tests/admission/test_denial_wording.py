@@ -1,6 +1,7 @@
-"""More denials in full, each as the user reads it: a fractional GPU, a class the tenant does
-not allow (one class, several classes on one resource, a tenant allowing none, a plain GPU
-with rewriting on), and a nodeSelector that fights the class, named by task or not."""
+"""More denials in full, each as the user reads it: a fractional GPU (a long value cut short),
+a pod over the per-pod limit, a class the tenant does not allow (one class, several classes on
+one resource, a tenant allowing none, a plain GPU with rewriting on), and a nodeSelector that
+fights the class, named by task or not."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from quotaguard.admission import mutate, validate
 from quotaguard.admission.names import GPU_CLASS_HINT
 from quotaguard.policy.model import TenantPolicy
 
-from .builders import gpu, pod, template, volcano_job
+from .builders import container, gpu, pod, template, volcano_job
 from .conftest import SAMPLE_POLICY
 
 H100_PRODUCT = "nvidia.com/gpu.product=NVIDIA-H100-80GB-HBM3"
@@ -54,6 +55,36 @@ def test_a_fractional_gpu_is_denied_with_the_value_it_asked_for(policy: TenantPo
     assert decision.message == (
         'tenant "training": container "main" asks for nvidia.com/gpu: "1.5" in limits; '
         "GPUs come in whole units: use a positive whole number such as 1"
+    )
+
+
+@pytest.mark.parametrize(
+    ("value", "shown"),
+    [
+        ("1." + "5" * 36, '"1.' + "5" * 36 + '"'),  # 40 characters as JSON: shown in full
+        ("1." + "5" * 37, '"1.' + "5" * 34 + "..."),  # 41: cut to 37 and "..."
+    ],
+    ids=["40 characters", "41 characters"],
+)
+def test_a_long_fractional_value_is_quoted_up_to_40_characters(
+    policy: TenantPolicy, value: str, shown: str
+) -> None:
+    decision = validate(policy, pod(gpu(value)), "training")
+    assert decision.message == (
+        f'tenant "training": container "main" asks for nvidia.com/gpu: {shown} in limits; '
+        "GPUs come in whole units: use a positive whole number such as 1"
+    )
+
+
+def test_a_pod_over_the_limit_lists_every_gpu_it_asks_for_but_a_zero(
+    policy: TenantPolicy,
+) -> None:
+    asks = {"nvidia.com/mig-3g.40gb": 0, "nvidia.com/gpu": 9}
+    decision = validate(policy, pod(container(limits=asks)), "training")
+    assert decision.message == (
+        'tenant "training": at most 8 GPU-equivalents per pod (maxGPUsPerPod); pod asks for 9 '
+        "(main: nvidia.com/gpu: 9); request fewer GPUs or smaller classes, or use a namespace of "
+        "a tenant that allows more"
     )
 
 

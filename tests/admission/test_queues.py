@@ -78,6 +78,19 @@ def test_a_queue_the_policy_lists_for_the_tenant_is_allowed(make_policy, policy)
     ).rules
 
 
+def test_a_refused_queue_lists_the_extra_queues_the_tenant_may_use(make_policy, policy):
+    document = yaml.safe_load(yaml.safe_dump(policy.model_dump(by_alias=True, mode="json")))
+    training = next(t for t in document["spec"]["tenants"] if t["name"] == "training")
+    training["extraQueues"] = ["training-batch", "training-debug"]
+    obj = pod(gpu(1), labels={KUEUE_QUEUE_LABEL: "default"})
+    assert validate(make_policy(tenants=document["spec"]["tenants"]), obj, "training").message == (
+        'tenant "training": queue "default" (label kueue.x-k8s.io/queue-name) is not a queue of '
+        'the tenant; GPU workloads in namespace "training" go to "training" (or one of '
+        "extraQueues: training-batch, training-debug): remove it (quotaguard sets it) or set it "
+        'to "training"'
+    )
+
+
 def test_the_tenants_own_queue_and_scheduler_are_allowed(policies):
     for obj in (
         pod(gpu(2), labels={KUEUE_QUEUE_LABEL: "training"}),
