@@ -86,9 +86,10 @@ PY
   tr ',' '\n' <<<"$paths" | sed 's/^/    /'
   echo "pytest_add_cli_args = -p no:cacheprovider -q"
   echo "pytest_add_cli_args_test_selection = $tests"
-  # CPU seconds per mutant: (its tests' time + 1) x 2 x this; the wall-clock bound is half that
-  # times WALL_FACTOR (patient_mutmut.py), so that a loaded machine does not make timeouts
-  echo "timeout_multiplier = ${TIMEOUT_MULTIPLIER:-20}"
+  # CPU seconds per mutant: (its tests' wall time in the first pass + 1) x 2 x this, ten times
+  # what they need (an endless loop costs no more); the wall-clock bound is half that times
+  # WALL_FACTOR (patient_mutmut.py), so that a loaded machine does not make timeouts
+  echo "timeout_multiplier = ${TIMEOUT_MULTIPLIER:-5}"
   echo "also_copy ="
   echo "    conftest.py"
   echo "    config"
