@@ -76,15 +76,15 @@ def test_a_long_fractional_value_is_quoted_up_to_40_characters(
     )
 
 
-def test_a_pod_over_the_limit_lists_every_gpu_it_asks_for_but_a_zero(
-    policy: TenantPolicy,
-) -> None:
-    asks = {"nvidia.com/mig-3g.40gb": 0, "nvidia.com/gpu": 9}
+def test_a_pod_over_the_limit_lists_the_whole_amounts_it_asks_for(policy: TenantPolicy) -> None:
+    """A fractional amount is denied on its own and left out of the per-pod count and list."""
+    asks = {"nvidia.com/mig-3g.40gb": "1.5", "nvidia.com/gpu": 9}
     decision = validate(policy, pod(container(limits=asks)), "training")
-    assert decision.message == (
-        'tenant "training": at most 8 GPU-equivalents per pod (maxGPUsPerPod); pod asks for 9 '
-        "(main: nvidia.com/gpu: 9); request fewer GPUs or smaller classes, or use a namespace of "
-        "a tenant that allows more"
+    assert decision.rules == ("gpu-value", "two-classes", "max-gpus-per-pod")
+    assert decision.message.endswith(
+        "(3) at most 8 GPU-equivalents per pod (maxGPUsPerPod); pod asks for 9 (main: "
+        "nvidia.com/gpu: 9); request fewer GPUs or smaller classes, or use a namespace of a "
+        "tenant that allows more"
     )
 
 
