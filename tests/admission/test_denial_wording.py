@@ -88,6 +88,18 @@ def test_a_pod_over_the_limit_lists_the_whole_amounts_it_asks_for(policy: Tenant
     )
 
 
+def test_a_pod_over_the_limit_through_an_init_container_says_how_they_count(
+    policy: TenantPolicy,
+) -> None:
+    decision = validate(policy, pod(gpu(2), init=[gpu(9, name="warmup")]), "training")
+    assert decision.message == (
+        'tenant "training": at most 8 GPU-equivalents per pod (maxGPUsPerPod); pod asks for 9 '
+        "(warmup: nvidia.com/gpu: 9, main: nvidia.com/gpu: 2; init containers count as the "
+        "largest one); request fewer GPUs or smaller classes, or use a namespace of a tenant "
+        "that allows more"
+    )
+
+
 def test_a_plain_gpu_a_tenant_does_not_allow_points_at_the_hints(policy: TenantPolicy) -> None:
     decision = validate(policy, pod(gpu(1)), "inference")
     assert decision.rules == ("class-not-allowed",)
