@@ -100,6 +100,18 @@ def test_a_pod_over_the_limit_through_an_init_container_says_how_they_count(
     )
 
 
+def test_a_pod_of_slices_and_a_shared_gpu_is_counted_exactly(policy: TenantPolicy) -> None:
+    """Sevenths and quarters: 7 slices of 1/7 and a quarter of a shared H100 are 1.25 GPUs."""
+    slices = gpu(7, resource="nvidia.com/mig-1g.10gb")
+    shared = gpu(1, resource="nvidia.com/gpu.shared", name="side")
+    decision = validate(policy, pod(slices, shared), "notebooks")  # maxGPUsPerPod 1
+    assert decision.message == (
+        'tenant "notebooks": at most 1 GPU-equivalent per pod (maxGPUsPerPod); pod asks for 1.25 '
+        "(main: nvidia.com/mig-1g.10gb: 7 = 1, side: nvidia.com/gpu.shared: 1 = 0.25); request "
+        "fewer GPUs or smaller classes, or use a namespace of a tenant that allows more"
+    )
+
+
 def test_a_plain_gpu_a_tenant_does_not_allow_points_at_the_hints(policy: TenantPolicy) -> None:
     decision = validate(policy, pod(gpu(1)), "inference")
     assert decision.rules == ("class-not-allowed",)
