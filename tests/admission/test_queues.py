@@ -105,6 +105,24 @@ def test_the_tenants_own_queue_and_scheduler_are_allowed(policies):
     assert patched["spec"]["schedulerName"] == "volcano"
 
 
+@pytest.mark.parametrize(
+    ("backend", "allowed", "bypassed", "remove"),
+    [
+        ("kueue", "default-scheduler", "Kueue", "remove schedulerName"),
+        ("volcano", "volcano", "Volcano", "remove schedulerName (quotaguard sets it)"),
+    ],
+)
+def test_another_scheduler_is_refused_naming_the_queues_it_bypasses(
+    policies, backend, allowed, bypassed, remove
+):
+    decision = validate(policies[backend], pod(gpu(1), schedulerName="gang"), "training")
+    assert decision.message == (
+        f'tenant "training": schedulerName "gang" is not a scheduler of this cluster\'s GPU '
+        f"workloads (allowedSchedulers: {allowed}); another scheduler bypasses {bypassed}'s "
+        f'queues and the GPU classes\' nodes: {remove} or set it to "{allowed}"'
+    )
+
+
 def test_allowed_schedulers_adds_to_the_backends(make_policy):
     listing = make_policy(allowedSchedulers=["gang-scheduler"])
     obj = pod(gpu(2), schedulerName="gang-scheduler")
