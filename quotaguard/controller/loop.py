@@ -73,6 +73,7 @@ from quotaguard.reports.metrics import (
     CONTROLLER_INTERVALS,
     CONTROLLER_LEADER,
     CONTROLLER_STALE,
+    WATCH_SERIES,
     leadership_changed,
     publish_report,
     record_writes,
@@ -202,6 +203,11 @@ class Controller:
             return f"no plan yet: {self.status.stale_reason}"
         return "no plan yet: waiting for the first interval"
 
+    def live_watches(self) -> tuple[Watch, ...]:
+        """The watches running now, read by the watch series at scrape time. A copy: `close`
+        clears the dict from a worker thread, and a scrape may come in meanwhile."""
+        return tuple(self.watches.values())
+
     def latest_report(self) -> dict[str, Any] | None:
         """The last planned report plus the controller's live state (None before any plan)."""
         report = self.status.last_report
@@ -312,6 +318,8 @@ class Controller:
                 self.watches[name] = watch
                 self._watch_configs[name] = source.config
                 watch.start()
+                # one controller per process (were there more: the last to start a watch is read)
+                WATCH_SERIES.read_from(self.live_watches)
 
     # -- one interval ------------------------------------------------------------------------
 

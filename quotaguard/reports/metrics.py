@@ -7,17 +7,20 @@ frozen at its last value. Every one carries `resource` and the labels Kueue's ow
 in one query, and has a `_gpus` companion in whole-GPU equivalents (a MIG slice is slices/7 of
 a GPU, a shared unit a fraction of one), which sums across classes. Only the replica holding the
 controller Lease publishes them: summed over replicas, a dashboard counts each tenant once.
+
+The watch series (`watch_families`) are read from the controller's live watches when scraped,
+through the `WatchView` protocol: reports sit below the controller and never import it.
 """
 
 from __future__ import annotations
 
 import re
 import threading
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, Protocol
 
-from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from quotaguard.policy.model import TenantPolicy
@@ -367,6 +370,125 @@ class LatestReport(Collector):
 
 QUOTA_SERIES: Final = LatestReport()
 REGISTRY.register(QUOTA_SERIES)
+
+
+class WatchCounts(Protocol):
+    """What the watch series read of one watch's counters (the controller's WatchStats)."""
+
+    @property
+    def lists(self) -> int: ...
+
+    @property
+    def events(self) -> int: ...
+
+    @property
+    def skipped_lines(self) -> int: ...
+
+    @property
+    def gone(self) -> int: ...
+
+    @property
+    def errors(self) -> int: ...
+
+
+class WatchView(Protocol):
+    """What the watch series read of one of the controller's watches."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def stats(self) -> WatchCounts: ...
+
+    @property
+    def resource_version(self) -> str | None: ...
+
+    @property
+    def synced(self) -> bool: ...
+
+
+WatchSource = Callable[[], Iterable[WatchView]]
+
+
+def resource_version_number(resource_version: str | None) -> float | None:
+    """An etcd revision as a number; None for anything else (resourceVersions are opaque by
+    contract: an etcd-backed API server spells them as integers, nothing promises it)."""
+    if resource_version and resource_version.isascii() and resource_version.isdigit():
+        return float(resource_version)
+    return None
+
+
+def watch_families(watches: Iterable[WatchView]) -> list[Metric]:
+    """Every watch series of `watches` (pure: the same counters, the same series)."""
+    labels = ("resource",)
+    events = CounterMetricFamily(
+        "quotaguard_watch_events",
+        "Watch events decoded and applied to the controller's cache, bookmarks included.",
+        labels=labels,
+    )
+    skipped = CounterMetricFamily(
+        "quotaguard_watch_skipped_events",
+        "Watch events skipped undecoded (objects the cache never keeps, e.g. pods without GPUs); "
+        "they do not move quotaguard_watch_resource_version.",
+        labels=labels,
+    )
+    lists = CounterMetricFamily(
+        "quotaguard_watch_lists",
+        "Full lists of the resource (the first, and one after every restart).",
+        labels=labels,
+    )
+    restarts = CounterMetricFamily(
+        "quotaguard_watch_restarts",
+        "Watches restarted with a full list, by reason: gone (the resourceVersion was too old, "
+        "HTTP 410) or error.",
+        labels=("resource", "reason"),
+    )
+    resource_version = GaugeMetricFamily(
+        "quotaguard_watch_resource_version",
+        "The last resourceVersion the watch has seen, as a number; absent when it is not an "
+        "integer (resourceVersions are opaque by contract, etcd revisions in practice).",
+        labels=labels,
+    )
+    synced = GaugeMetricFamily(
+        "quotaguard_watch_synced",
+        "1 while the watch's cache is listed and current, 0 from an error until the next list.",
+        labels=labels,
+    )
+    for watch in watches:
+        stats, resource = watch.stats, [watch.name]
+        events.add_metric(resource, float(stats.events))
+        skipped.add_metric(resource, float(stats.skipped_lines))
+        lists.add_metric(resource, float(stats.lists))
+        restarts.add_metric([watch.name, "gone"], float(stats.gone))
+        restarts.add_metric([watch.name, "error"], float(stats.errors))
+        version = resource_version_number(watch.resource_version)
+        if version is not None:
+            resource_version.add_metric(resource, version)
+        synced.add_metric(resource, 1.0 if watch.synced else 0.0)
+    return [events, skipped, lists, restarts, resource_version, synced]
+
+
+class WatchSeries(Collector):
+    """The watch series of the watches a source names now, read at scrape time: a watch the
+    controller stopped has none. The last source set wins (one controller per process)."""
+
+    def __init__(self) -> None:
+        self._source: WatchSource | None = None
+
+    def read_from(self, source: WatchSource | None) -> None:
+        self._source = source
+
+    def collect(self) -> Iterator[Metric]:
+        source = self._source
+        if source is not None:
+            yield from watch_families(source())
+
+    def describe(self) -> Iterable[Metric]:
+        return ()  # dynamic: nothing to check at registration
+
+
+WATCH_SERIES: Final = WatchSeries()
+REGISTRY.register(WATCH_SERIES)
 
 QUEUE_WRITES: Final = counter(
     "quotaguard_queue_writes",

@@ -372,6 +372,39 @@ def test_switching_off_stops_the_watches(server):
     run(controller, body)
 
 
+def watch_sample(name: str, resource: str) -> float | None:
+    return REGISTRY.get_sample_value(name, {"resource": resource})
+
+
+def test_the_live_watches_are_exported_at_scrape_time_and_a_removed_one_is_not(server):
+    controller = make_controller(server, mode="recommend")
+    cpu_only = pending_pod("cpu-0", "training", 0)
+    cpu_only["spec"]["containers"][0]["resources"] = {"limits": {"cpu": "1"}}
+
+    async def body(c: Controller) -> None:
+        await synced_interval(c)
+        server.put("v1/pods", cpu_only)  # skipped undecoded: it holds no GPU
+        server.put("v1/pods", pending_pod("train-1", "training", 4))
+        await settle(server, c)
+        pods = c.watches["pods"]
+        assert pods.stats.events >= 1 and pods.stats.skipped_lines >= 1
+        assert watch_sample("quotaguard_watch_events_total", "pods") == pods.stats.events
+        skipped = watch_sample("quotaguard_watch_skipped_events_total", "pods")
+        assert skipped == pods.stats.skipped_lines
+        assert watch_sample("quotaguard_watch_lists_total", "pods") == pods.stats.lists >= 1
+        version = watch_sample("quotaguard_watch_resource_version", "pods")
+        assert version == server.log["v1/pods"][-1][0] == int(pods.resource_version or 0)
+        assert watch_sample("quotaguard_watch_synced", "pods") == 1
+        assert watch_sample("quotaguard_watch_synced", "clusterqueues") == 1
+        c.watches.pop("pods").stop(join_timeout=0)
+        assert watch_sample("quotaguard_watch_events_total", "pods") is None
+        assert watch_sample("quotaguard_watch_synced", "pods") is None
+        assert watch_sample("quotaguard_watch_synced", "nodes") == 1
+
+    run(controller, body)
+    assert watch_sample("quotaguard_watch_synced", "nodes") is None  # closed: no watch left
+
+
 def test_missing_queues_are_created_only_with_manage_queues(server):
     server.delete(CQ, "notebooks")
     controller = make_controller(server)

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Iterator
+from dataclasses import dataclass, field
 from typing import Any
 
+import pytest
 from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -15,6 +17,7 @@ from quotaguard.quota.planner import plan
 from quotaguard.quota.report import build_report
 from quotaguard.reports.metrics import (
     QUOTA_LABELS,
+    WATCH_SERIES,
     class_facts,
     leadership_changed,
     publish_report,
@@ -151,3 +154,72 @@ def test_build_info_and_no_created_series() -> None:
     for family in text_string_to_metric_families(text):
         if family.type == "counter":
             assert all(s.name.endswith("_total") for s in family.samples), family.name
+
+
+@dataclass
+class Counts:
+    lists: int = 0
+    events: int = 0
+    skipped_lines: int = 0
+    gone: int = 0
+    errors: int = 0
+
+
+@dataclass
+class FakeWatch:
+    name: str
+    resource_version: str | None = None
+    synced: bool = True
+    stats: Counts = field(default_factory=Counts)
+
+
+@pytest.fixture
+def watches() -> Iterator[dict[str, FakeWatch]]:
+    live: dict[str, FakeWatch] = {}
+    WATCH_SERIES.read_from(lambda: tuple(live.values()))
+    yield live
+    WATCH_SERIES.read_from(None)
+
+
+def by_resource(name: str) -> dict[str, float]:
+    return {labels["resource"]: v for labels, v in scraped(name)}
+
+
+def test_watch_series_are_each_watchs_counters_as_they_are_when_scraped(
+    watches: dict[str, FakeWatch],
+) -> None:
+    pods = FakeWatch("pods", "123456789012", stats=Counts(2, 900, 40, 1, 3))
+    watches["pods"] = pods
+    watches["nodes"] = FakeWatch("nodes", "77", synced=False, stats=Counts(lists=1, events=5))
+    assert by_resource("quotaguard_watch_events_total") == {"pods": 900, "nodes": 5}
+    assert by_resource("quotaguard_watch_skipped_events_total") == {"pods": 40, "nodes": 0}
+    assert by_resource("quotaguard_watch_lists_total") == {"pods": 2, "nodes": 1}
+    restarts = scraped("quotaguard_watch_restarts_total")
+    assert value(restarts, resource="pods", reason="gone") == 1
+    assert value(restarts, resource="pods", reason="error") == 3
+    versions = by_resource("quotaguard_watch_resource_version")
+    assert versions == {"pods": 123456789012, "nodes": 77}
+    assert by_resource("quotaguard_watch_synced") == {"pods": 1, "nodes": 0}
+    pods.stats.events, pods.resource_version = 950, "123456789099"
+    assert by_resource("quotaguard_watch_events_total")["pods"] == 950
+    assert by_resource("quotaguard_watch_resource_version")["pods"] == 123456789099
+
+
+@pytest.mark.parametrize("opaque", [None, "", "abc", "12a", "-5", "1.5", "٣"])
+def test_a_resource_version_that_is_no_integer_has_no_series(
+    watches: dict[str, FakeWatch], opaque: str | None
+) -> None:
+    watches["workloads"] = FakeWatch("workloads", opaque, stats=Counts(events=3))
+    watches["nodes"] = FakeWatch("nodes", "42")
+    assert by_resource("quotaguard_watch_resource_version") == {"nodes": 42}
+    assert by_resource("quotaguard_watch_events_total") == {"workloads": 3, "nodes": 0}
+
+
+def test_a_watch_the_controller_dropped_has_no_series(watches: dict[str, FakeWatch]) -> None:
+    watches["pods"] = FakeWatch("pods", "10")
+    watches["clusterqueues"] = FakeWatch("clusterqueues", "11")
+    del watches["pods"]
+    for name in ("quotaguard_watch_events_total", "quotaguard_watch_synced"):
+        assert set(by_resource(name)) == {"clusterqueues"}
+    watches.clear()
+    assert scraped("quotaguard_watch_synced") == []
