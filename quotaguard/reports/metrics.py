@@ -510,6 +510,11 @@ CONTROLLER_INTERVALS: Final = counter(
     "Controller intervals by outcome (planned, stale, off).",
     ["outcome"],
 )
+PLAN_CPU: Final = counter(
+    "quotaguard_controller_plan_cpu_seconds",
+    "CPU seconds spent planning (parse, capacity, demand, weights, plan, report), the "
+    "planning thread's own: not the watches between intervals, not the queue writes.",
+)
 CONTROLLER_INTERVAL: Final = gauge(
     "quotaguard_controller_interval_seconds",
     "The policy's rebalance interval: a plan older than a few of these is stale.",
