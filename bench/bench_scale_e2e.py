@@ -35,10 +35,12 @@ The latest results go to bench/results/scale_e2e.json.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime
 import http.client
 import json
 import math
+import os
 import queue
 import re
 import signal
@@ -215,13 +217,32 @@ def local_queue(index: int) -> dict[str, Any]:
     }
 
 
-def gpu_pod(serial: int, tenants: int, *, rewritten: bool = False) -> dict[str, Any]:
+BURST_TENANT = 0  # no pods but its own: the demand phase doubles what it asks for (h100)
+BURST_POD_GPUS = 4
+
+
+def pod_tenant(serial: int, tenants: int) -> int:
+    """The tenant of the steady-state and churn pod `serial`: every tenant but the burst one,
+    in turn."""
+    return 1 + serial % (tenants - 1)
+
+
+def gpu_pod(
+    serial: int,
+    tenants: int,
+    *,
+    rewritten: bool = False,
+    tenant: int | None = None,
+    gpus: int | None = None,
+) -> dict[str, Any]:
     """A bare GPU pod as a user writes it (`nvidia.com/gpu`, no queue label), or, `rewritten`,
     as quotaguard's webhook leaves it (the class resource, its nodeSelector, the queue label):
-    the baseline without quotaguard's webhooks gives Kueue the same work."""
-    tenant = serial % tenants
+    the baseline without quotaguard's webhooks gives Kueue the same work. `tenant` and `gpus`
+    default to the steady state's round of tenants and sizes."""
+    tenant = pod_tenant(serial, tenants) if tenant is None else tenant
     name = tenant_class(tenant)
-    gpus = 1 if name != "h100" else (1, 2, 4)[serial % 3]
+    if gpus is None:
+        gpus = 1 if name != "h100" else (1, 2, 4)[serial % 3]
     resource = CLASSES[name][0] if rewritten else "nvidia.com/gpu"
     metadata: dict[str, Any] = {"name": f"p{serial:07d}", "namespace": tenant_name(tenant)}
     spec: dict[str, Any] = {
@@ -327,6 +348,7 @@ class Churn:
         self.latencies: list[float] = []
         self.to_delete: queue.Queue[tuple[float, str, str]] = queue.Queue()
         self.rewritten = False
+        self.newest_version = 0
 
     def _next(self) -> int:
         with self.lock:
@@ -336,6 +358,14 @@ class Churn:
     def _count(self, status: int) -> None:
         with self.lock:
             self.statuses[status] = self.statuses.get(status, 0) + 1
+
+    def _created_at(self, body: Any) -> None:
+        """Keep the newest resourceVersion a create answered with: once the controller's pod
+        watch has seen it, its cache holds every pod created so far."""
+        version = ((body or {}).get("metadata") or {}).get("resourceVersion", "")
+        if str(version).isdigit():
+            with self.lock:
+                self.newest_version = max(self.newest_version, int(version))
 
     def create(
         self, *, rate: float | None, seconds: float, limit: int, lifetime: float | None
@@ -362,12 +392,14 @@ class Churn:
                 namespace = manifest["metadata"]["namespace"]
                 t0 = time.monotonic()
                 try:
-                    status, _ = self.api.request(
+                    status, body = self.api.request(
                         "POST", f"/api/v1/namespaces/{namespace}/pods", manifest
                     )
                 except OSError:
-                    status = 0
+                    status, body = 0, None
                 self._count(status)
+                if status == 201:
+                    self._created_at(body)
                 with self.lock:
                     self.latencies.append(time.monotonic() - t0)
                 if status == 201 and lifetime is not None:
@@ -477,9 +509,52 @@ def writes(text: str) -> float:
     )
 
 
+def watch_events(text: str) -> dict[str, float]:
+    """Watch events the controller has decoded so far, per resource."""
+    return {
+        labels["resource"]: value
+        for labels, value in samples(text, "quotaguard_watch_events_total")
+        if "resource" in labels
+    }
+
+
+def watch_version(text: str, resource: str = "pods") -> float | None:
+    """The last resourceVersion the controller's watch of `resource` has seen."""
+    found = [
+        value
+        for labels, value in samples(text, "quotaguard_watch_resource_version")
+        if labels.get("resource") == resource
+    ]
+    return found[0] if found else None
+
+
+CATCH_UP_BUDGET_S = 120.0
+
+
+def caught_up(controller: ControllerProcess, version: int) -> float | None:
+    """Seconds until the controller's pod watch has seen resourceVersion `version` (what the
+    last create answered), polled every 0.1 s; None past CATCH_UP_BUDGET_S."""
+    started = time.monotonic()
+    while time.monotonic() - started < CATCH_UP_BUDGET_S:
+        try:
+            seen = watch_version(controller_metrics(controller))
+        except OSError:
+            seen = None
+        if seen is not None and seen >= version:
+            return round(time.monotonic() - started, 2)
+        time.sleep(0.1)
+    return None
+
+
+def plan_cpu(text: str) -> float:
+    """CPU seconds the controller's planning thread has spent planning so far."""
+    return counter(text, "quotaguard_controller_plan_cpu_seconds_total")
+
+
 class IntervalSampler:
     """The leading controller's intervals as they happen: for each planned interval, the queue
-    writes it made and the controller's CPU seconds and wall seconds since the interval before
+    writes it made, its planning CPU seconds (the planning thread's own) and the controller's
+    CPU seconds and wall seconds since the interval before
     (its metrics and /proc polled every `period` s; CPU includes handling watch events between
     plans, which is part of what an interval costs)."""
 
@@ -494,13 +569,13 @@ class IntervalSampler:
         self.thread.start()
         return self
 
-    def _poll(self) -> tuple[float, float, float, float] | None:
+    def _poll(self) -> tuple[float, float, float, float, float] | None:
         try:
             text = controller_metrics(self.controller)
             cpu = cpu_seconds_of(self.pid) if self.pid is not None else 0.0
         except (OSError, ValueError):
             return None  # stopped or killed: the rows so far stand
-        return intervals(text), writes(text), cpu, time.monotonic()
+        return intervals(text), writes(text), cpu, time.monotonic(), plan_cpu(text)
 
     def _run(self) -> None:
         last = self._poll()
@@ -515,6 +590,7 @@ class IntervalSampler:
                         "writes": now[1] - last[1],
                         "cpu_s": round(now[2] - last[2], 3),
                         "seconds": round(now[3] - last[3], 2),
+                        "plan_cpu_s": round(now[4] - last[4], 3),
                     }
                 )
                 last = now
@@ -541,6 +617,7 @@ def per_interval(rows: Sequence[Mapping[str, float]]) -> dict[str, Any]:
         "intervals": sum(row["intervals"] for row in rows),
         "writes": spread("writes"),
         "cpu_s": spread("cpu_s"),
+        "plan_cpu_s": spread("plan_cpu_s"),
         "seconds": spread("seconds"),
         "rows": list(rows),
     }
@@ -631,10 +708,12 @@ def churn_phase(
         lifetime=20.0,
     )  # fmt: skip
     seconds = time.monotonic() - started
+    catch_up = caught_up(leader, churn.newest_version) if leader else None
     for deleter in deleters:
         deleter.join()
     after = apiserver_metrics(api)
     leader_after = controller_metrics(leader) if leader else ""
+    window = time.monotonic() - started
     answered_after = [answered(w) for w in webhooks]
     sampled = sampler.stop() if sampler else None
     by_webhook, added_by_webhooks = webhook_latencies(before, after, created)
@@ -697,9 +776,24 @@ def churn_phase(
             "cpu_s_per_interval": round(cost["cpu_s"] / planned, 3) if planned else None,
             "queue_writes": writes(leader_after) - writes(leader_before),
             "per_interval": sampled,
+            # what the watches decoded over the window (creations, deletions, every status
+            # change), and how long after the last create its pod was in the cache
+            "watch_events_per_s": {
+                resource: round((count - watch_events(leader_before).get(resource, 0)) / window, 1)
+                for resource, count in sorted(watch_events(leader_after).items())
+            },
+            "watch_caught_up_s": catch_up,
         }
     print(f"  {json.dumps(result)[:3000]}", flush=True)
     return result
+
+
+def prioritize(pids: Sequence[int], nice: int) -> None:
+    """Every thread of each process at CPU priority `nice` (Linux nice is per thread)."""
+    for pid in pids:
+        for task in Path(f"/proc/{pid}/task").iterdir():
+            with contextlib.suppress(OSError):
+                os.setpriority(os.PRIO_PROCESS, int(task.name), nice)
 
 
 def cordon(api: Api, names: list[str], on: bool) -> None:
@@ -710,6 +804,7 @@ def cordon(api: Api, names: list[str], on: bool) -> None:
         assert status == 200, body
 
 
+CONVERGENCE_PHASES = ("after_cordon", "after_uncordon", "after_demand_doubled")
 MARGIN_INTERVALS = 2  # past what the step limit implies, before a phase is called not converged
 # Wall-clock budget of each convergence direction (cordon, uncordon): past it the phase stops
 # and says so (`timed_out`), so a full-size run ends within its ~25 minutes whatever happens.
@@ -777,12 +872,13 @@ def next_plan(
 
 def follow_change(
     controller: ControllerProcess,
-    expected_capacity: Mapping[str, int],
+    observe: Callable[[Mapping[str, Any]], dict[str, int]],
+    arrived: Callable[[dict[str, int]], bool],
     rebalance: Mapping[str, Any],
     budget: float = CONVERGENCE_BUDGET_S,
 ) -> dict[str, Any]:
-    """After a capacity change: plans until one is made on the new capacity (its report's
-    healthy capacity per class is `expected_capacity`); from there the step limit implies N
+    """After a change of capacity or demand: plans until one is made on the change (what
+    `observe` reads of its report passes `arrived`); from there the step limit implies N
     intervals; then plans until one plans every queue at its target (N at most is the target,
     N + MARGIN_INTERVALS is where it stops looking), and whether the plan after it found
     those nominals written. Intervals are counted in plans, so a slow machine stretches the
@@ -805,25 +901,18 @@ def follow_change(
 
     seen = (controller.report() or {}).get("generatedAt")
     first = None
-    capacities: list[dict[str, int]] = []
+    observed: list[dict[str, int]] = []
     for _ in range(MARGIN_INTERVALS + 3):  # the watches may take a plan or two to see it all
         report = wait(seen)
         if report is None:
             break
         seen = report["generatedAt"]
-        capacities.append({c: report_capacity(report)[c][0] for c in expected_capacity})
-        if capacities[-1] == dict(expected_capacity):
+        observed.append(observe(report))
+        if arrived(observed[-1]):
             first = report
             break
     if first is None:
-        return done(
-            {
-                "converged": False,
-                "why": "no plan on the new capacity",
-                "expected_capacity": dict(expected_capacity),
-                "capacities_planned": capacities,
-            }
-        )
+        return done({"converged": False, "why": "no plan saw the change", "planned_on": observed})
     implied = max(implied_by(first, rebalance), 1)
     report, plans = first, 1
     while off_target(report) and plans < implied + MARGIN_INTERVALS:
@@ -837,6 +926,7 @@ def follow_change(
     return done(
         {
             "converged": not left,
+            "planned_on": observed[-1],
             "intervals": plans if not left else None,
             "implied_intervals": implied,
             "within_implied": not left and plans <= implied,
@@ -846,6 +936,37 @@ def follow_change(
             "not_landed": missing[:10],
         }
     )
+
+
+def capacity_of(report: Mapping[str, Any]) -> dict[str, int]:
+    """The healthy capacity per class a plan was made on."""
+    return {name: found[0] for name, found in report_capacity(report).items()}
+
+
+def on_capacity(expected: Mapping[str, int]) -> Callable[[dict[str, int]], bool]:
+    return lambda planned: all(planned.get(name) == count for name, count in expected.items())
+
+
+def burst_demand(report: Mapping[str, Any]) -> dict[str, int]:
+    """The burst tenant's demand in a plan: admitted and pending GPUs of its class."""
+    row = report_rows(report).get((tenant_name(BURST_TENANT), tenant_class(BURST_TENANT))) or {}
+    return {
+        "demand": int(row.get("usage") or 0) + int(row.get("pending") or 0),
+        "target": int(row.get("target") or 0),
+    }
+
+
+def burst(churn: Churn, pods: int) -> int:
+    """`pods` pods of BURST_POD_GPUS GPUs for the burst tenant, through quotaguard's webhook;
+    returns how many were created."""
+    created = 0
+    for _ in range(pods):
+        manifest = gpu_pod(churn._next(), churn.tenants, tenant=BURST_TENANT, gpus=BURST_POD_GPUS)
+        namespace = manifest["metadata"]["namespace"]
+        status, body = churn.api.request("POST", f"/api/v1/namespaces/{namespace}/pods", manifest)
+        assert status == 201, body
+        created += 1
+    return created
 
 
 def nominal_sums(
@@ -945,7 +1066,7 @@ def main() -> int:
     parser.add_argument("--nodes", type=int, default=2000)
     parser.add_argument("--tenants", type=int, default=300)
     parser.add_argument("--pods", type=int, default=50_000, help="steady-state pods, at most")
-    parser.add_argument("--create-minutes", type=float, default=10.0)
+    parser.add_argument("--create-minutes", type=float, default=16.0)
     parser.add_argument("--rate", type=float, default=100.0, help="churn creations per second")
     parser.add_argument("--churn-seconds", type=float, default=60.0)
     parser.add_argument("--workers", type=int, default=16)
@@ -957,6 +1078,19 @@ def main() -> int:
         action="store_true",
         help="py-spy profiles of the leading controller and each webhook during the churn "
         "with quotaguard's webhooks (needs `pip install py-spy`)",
+    )
+    parser.add_argument(
+        "--webhook-nice",
+        type=int,
+        default=-10,
+        help="a second churn with quotaguard's webhooks, its replicas (and the round-robin) at "
+        "this CPU priority, as a webhook pod with CPU of its own would run; 0: no such churn",
+    )
+    parser.add_argument(
+        "--burst-pods",
+        type=int,
+        default=10,
+        help=f"the burst tenant's pods of {BURST_POD_GPUS} GPUs before its demand doubles",
     )
     args = parser.parse_args()
     toolchain = build.toolchain()
@@ -1046,6 +1180,17 @@ def main() -> int:
         results["churn_with"] = churn_phase(
             cluster, api, churn, controllers, args, webhooks=webhooks, profile=args.profile
         )
+        if args.webhook_nice:
+            front_pids = [w.process.popen.pid for w in webhooks if w.process.popen]
+            if "round-robin" in cluster.processes and cluster.processes["round-robin"].popen:
+                front_pids.append(cluster.processes["round-robin"].popen.pid)
+            print(f"churn with quotaguard's webhooks at nice {args.webhook_nice}", flush=True)
+            prioritize(front_pids, args.webhook_nice)
+            results["churn_with_priority"] = {
+                "nice": args.webhook_nice,
+                **churn_phase(cluster, api, churn, controllers, args, webhooks=webhooks),
+            }
+            prioritize(front_pids, 0)
         cluster.unregister_webhooks(webhook_configs)
         time.sleep(3)
         print("churn without quotaguard's webhooks (same run, pods sent as it rewrites them)")
@@ -1066,20 +1211,42 @@ def main() -> int:
         all_nodes = nodes(args.nodes)
         kept_nodes = [n for n in all_nodes if n["metadata"]["name"] not in set(cordoned)]
         cordon(api, cordoned, True)
-        down = follow_change(leader, capacity(kept_nodes, policy_document, usable=False), rebalance)
+        down = follow_change(
+            leader,
+            capacity_of,
+            on_capacity(capacity(kept_nodes, policy_document, usable=False)),
+            rebalance,
+        )
         reduced = distributable(leader)
         cut = history.versions()
         history = EtcdHistory(cluster).begin()
         cordon(api, cordoned, False)
-        up = follow_change(leader, capacity(all_nodes, policy_document, usable=False), rebalance)
+        up = follow_change(
+            leader,
+            capacity_of,
+            on_capacity(capacity(all_nodes, policy_document, usable=False)),
+            rebalance,
+        )
         raised = history.versions()
         whole = capacity(all_nodes, policy_document)
         kept = capacity(kept_nodes, policy_document)
+        print(f"demand: the burst tenant asks {args.burst_pods} x {BURST_POD_GPUS}, then twice")
+        history = EtcdHistory(cluster).begin()
+        asked = burst(churn, args.burst_pods) * BURST_POD_GPUS
+        settled = follow_change(
+            leader, burst_demand, lambda seen: seen["demand"] >= asked, rebalance
+        )
+        asked += burst(churn, args.burst_pods) * BURST_POD_GPUS
+        doubled = follow_change(
+            leader, burst_demand, lambda seen: seen["demand"] >= asked, rebalance
+        )
+        burst_versions = history.versions()
         cut_versions, over_again = over_after_fitting(nominal_sums(cut, policy_document), kept)
         problems = [
             *history_problems(cut, policy_document, whole, check_steps=False),
             *over_again,
             *history_problems(raised, policy_document, whole, check_steps=True),
+            *history_problems(burst_versions, policy_document, whole, check_steps=True),
         ]
         results["convergence"] = {
             "cordoned_nodes": len(cordoned),
@@ -1091,7 +1258,10 @@ def main() -> int:
             "queue_versions_until_within_capacity": cut_versions,
             "after_uncordon": up,
             "history_steps_the_step_limit_implies": implied_intervals(raised, rebalance),
-            "queue_versions": len(cut) + len(raised),
+            "burst_tenant": tenant_name(BURST_TENANT),
+            "after_burst": settled,
+            "after_demand_doubled": doubled,
+            "queue_versions": len(cut) + len(raised) + len(burst_versions),
             "problems": problems[:20],
             "problem_count": len(problems),
         }
@@ -1170,24 +1340,29 @@ def main() -> int:
         "controller_rss_ok": (controller.get("peak_rss_mb") or 1e9) < RSS_TARGET_MB,
         "interval_cpu_ok": (controller.get("cpu_s_per_interval") or 1e9) < INTERVAL_CPU_TARGET_S,
         "interval_cpu_s_median_max": [sampled.get("cpu_s", {}).get(k) for k in ("median", "max")],
+        "plan_cpu_s_median_max": [sampled.get("plan_cpu_s", {}).get(k) for k in ("median", "max")],
         "writes_per_interval_median_max": [
             sampled.get("writes", {}).get(k) for k in ("median", "max")
         ],
         "convergence_ok": results["convergence"]["problem_count"] == 0
         and all(
-            results["convergence"][phase].get("within_implied")
-            for phase in ("after_cordon", "after_uncordon")
+            results["convergence"][phase].get("within_implied") for phase in CONVERGENCE_PHASES
         ),
         "convergence_timed_out": any(
-            results["convergence"][phase].get("timed_out")
-            for phase in ("after_cordon", "after_uncordon")
+            results["convergence"][phase].get("timed_out") for phase in CONVERGENCE_PHASES
         ),
         "leadership_ok": results["leadership"]["problem_count"] == 0,
+        # the same churn with the webhook replicas on CPU of their own (as far as nice goes)
+        "added_p99_ms_webhooks_prioritized": (results.get("churn_with_priority") or {}).get(
+            "quotaguard_added_p99_ms"
+        ),
+        "watch_events_per_s": controller.get("watch_events_per_s"),
+        "watch_caught_up_s": controller.get("watch_caught_up_s"),
     }
     results["verdicts"] = verdicts
-    path = write_result("scale_e2e", {**results, "complete": True})
+    written = write_result("scale_e2e", {**results, "complete": True})
     print(json.dumps(verdicts, indent=2))
-    print(f"wrote {path.relative_to(ROOT)}; machine {machine()}")
+    print(f"wrote {written.relative_to(ROOT)}; machine {machine()}")
     return 0
 
 
