@@ -2,7 +2,10 @@
 quotaguard, for each kind's pod-spec location, and odd objects are "not sent" rather than an
 evaluation error (which failurePolicy Fail would turn into a rejected request). Pods are sent
 on UPDATE only when a container holds a plain nvidia.com/gpu next to another nvidia.com/
-resource, as re-applying a rewritten Pod's manifest leaves it.
+resource, as re-applying a rewritten Pod's manifest leaves it. The mutating Pod CREATE webhook
+has a second condition: a Pod that already carries quotaguard's decision (a Job's Pod made by
+the job controller; a bare Pod queued and gated by Kueue after quotaguard's mutation, which is
+when the API server would reinvoke quotaguard) is not sent, and anything odd is.
 
 The expressions are compiled and evaluated by the API server's own CEL compiler
 (k8s.io/apiserver, built from e2e/celcheck with the machine's Go and the module proxy; it
@@ -24,6 +27,7 @@ import pytest
 from quotaguard.kube.kinds import KINDS, Kind
 from quotaguard.webhook.registrations import (
     HAS_COMPONENTS,
+    NOT_YET_DECIDED,
     PLAIN_GPU_NEXT_TO_ANOTHER,
     REQUESTS_NVIDIA,
 )
@@ -35,21 +39,37 @@ BUILD_TIMEOUT = 600  # a cold Go build cache compiles k8s.io/apiserver's CEL pac
 
 
 POD_UPDATES = "pods-update.mutate.quotaguard.dev"
+POD_MUTATES = "pods.mutate.quotaguard.dev"
+POD_VALIDATES = "pods.validate.quotaguard.dev"
 
 
-def conditions() -> dict[str, tuple[str, str]]:
-    """Webhook name -> (condition name, expression)."""
-    found: dict[str, tuple[str, str]] = {}
+def all_conditions() -> dict[str, dict[str, str]]:
+    """Webhook name -> condition name -> expression, in the order the files give them."""
+    found: dict[str, dict[str, str]] = {}
     for path in sorted(WEBHOOK.glob("*webhookconfiguration.yaml")):
         for doc in load_yaml(path):
             for hook in doc["webhooks"]:
-                (condition,) = hook["matchConditions"]
-                found[hook["name"]] = (condition["name"], condition["expression"])
+                found[hook["name"]] = {c["name"]: c["expression"] for c in hook["matchConditions"]}
     return found
+
+
+def conditions() -> dict[str, tuple[str, str]]:
+    """Webhook name -> (condition name, expression) of its first condition, the one that looks
+    for GPU requests (every webhook has one)."""
+    return {hook: next(iter(found.items())) for hook, found in all_conditions().items()}
 
 
 def expressions() -> dict[str, str]:
     return {name: expression for name, (_, expression) in conditions().items()}
+
+
+def every_expression() -> dict[str, str]:
+    """`webhook/condition` -> expression, for every condition of every webhook."""
+    return {
+        f"{hook}/{name}": expression
+        for hook, found in all_conditions().items()
+        for name, expression in found.items()
+    }
 
 
 def kind_of(webhook_name: str) -> str:
@@ -174,6 +194,12 @@ for _kind in KINDS:
 REAPPLIED_PODS = {"pod-reapplied", "pod-reapplied-init"}
 
 
+def test_the_decided_pod_condition_is_on_the_mutating_pod_create_webhook_only() -> None:
+    found = all_conditions()
+    assert list(found.pop(POD_MUTATES)) == [REQUESTS_NVIDIA, NOT_YET_DECIDED]
+    assert all(len(hook_conditions) == 1 for hook_conditions in found.values())
+
+
 def test_one_condition_per_kind_and_the_same_for_mutate_validate_and_updates() -> None:
     found = conditions()
     assert len(found) == 4 * len(KINDS) - 1
@@ -232,10 +258,17 @@ def celcheck() -> Path:
     return binary
 
 
-def evaluate(binary: Path, exprs: dict[str, str], objects: dict[str, Any]) -> dict[str, Any]:
+def evaluate(
+    binary: Path,
+    exprs: dict[str, str],
+    objects: dict[str, Any],
+    requests: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """Each expression's results on each object, with the object's admission request from
+    `requests` (an empty one when it has none)."""
     result = subprocess.run(
         [str(binary)],
-        input=json.dumps({"expressions": exprs, "objects": objects}),
+        input=json.dumps({"expressions": exprs, "objects": objects, "requests": requests or {}}),
         capture_output=True,
         text=True,
         timeout=60,
@@ -246,9 +279,9 @@ def evaluate(binary: Path, exprs: dict[str, str], objects: dict[str, Any]) -> di
 
 
 def test_the_api_server_compiles_every_condition(celcheck: Path) -> None:
-    outcome = evaluate(celcheck, expressions(), {})
+    outcome = evaluate(celcheck, every_expression(), {})
     assert {name: result.get("error") for name, result in outcome.items()} == {
-        name: None for name in expressions()
+        name: None for name in every_expression()
     }
 
 
@@ -270,3 +303,187 @@ def test_only_gpu_objects_of_the_webhooks_kind_are_sent(celcheck: Path) -> None:
             sent = name in REAPPLIED_PODS if webhook == POD_UPDATES else gpu
             alike = kind == kind_of(webhook) or by_kind[kind] == by_kind[kind_of(webhook)]
             assert value is (sent and alike), f"{webhook} on {name}: {value}"
+
+
+# ---- pods that already carry quotaguard's decision -------------------------------------------
+
+JOB_CONTROLLER = "system:serviceaccount:kube-system:job-controller"
+REPLICASET_CONTROLLER = "system:serviceaccount:kube-system:replicaset-controller"
+KUBE_CONTROLLER_MANAGER = "system:kube-controller-manager"
+USER = "alice@example.com"
+TENANT = "quotaguard.dev/tenant"
+QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+ADMISSION_GATE = {"name": "kueue.x-k8s.io/admission"}
+STAMP = {TENANT: "training", "quotaguard.dev/rewritten": "main: nvidia.com/gpu=1 -> ..."}
+QUEUED = {QUEUE_LABEL: "training", "kueue.x-k8s.io/managed": "true"}
+UNSET = object()
+
+
+def decided_pod(
+    *containers: Any,
+    annotations: Any = STAMP,
+    labels: Any = QUEUED,
+    gates: Any = (ADMISSION_GATE,),
+    metadata: Any = UNSET,
+    **spec_fields: Any,
+) -> dict[str, Any]:
+    """A bare GPU Pod as quotaguard's mutation and then Kueue's pod webhook leave it (the object
+    the API server's reinvocation would send), with what a case changes; None leaves a field
+    out."""
+    pod_spec = {**spec(*(containers or (MIG,))), **spec_fields}
+    if gates is not None:
+        pod_spec["schedulingGates"] = list(gates) if isinstance(gates, tuple) else gates
+    meta: dict[str, Any] = {"name": "work", "namespace": "training"}
+    if annotations is not None:
+        meta["annotations"] = annotations
+    if labels is not None:
+        meta["labels"] = labels
+    return {"metadata": meta if metadata is UNSET else metadata, "spec": pod_spec}
+
+
+def owned_pod(
+    *containers: Any, owners: Any = UNSET, labels: Any = None, **changes: Any
+) -> dict[str, Any]:
+    """A Pod a controller made from a template quotaguard decided at its owner (a Job unless
+    told otherwise): stamped, no queue label (Kueue accounts for the Job), no gate."""
+    made = decided_pod(*containers, labels=labels, gates=None, **changes)
+    made["metadata"]["ownerReferences"] = (
+        owner_references("batch/v1", "Job") if owners is UNSET else owners
+    )
+    return made
+
+
+def owner_references(api_version: str, kind: str) -> list[dict[str, Any]]:
+    return [
+        {"apiVersion": api_version, "kind": kind, "name": "parent", "uid": "u", "controller": True}
+    ]
+
+
+def with_metadata(**fields: Any) -> dict[str, Any]:
+    made = decided_pod()
+    made["metadata"].update(fields)
+    return made
+
+
+# Pod name -> (the Pod, who creates it: "" for a request without userInfo, whether the
+# not-yet-decided condition sends it to the mutating webhook).
+DECIDED: dict[str, tuple[dict[str, Any], str, bool]] = {
+    "bare-gpu": ({"metadata": {"name": "work"}, "spec": spec(GPU)}, USER, True),
+    "gated-by-kueue-after-quotaguard": (decided_pod(), USER, False),
+    "gated-with-the-default-scheduler-named": (
+        decided_pod(schedulerName="default-scheduler"),
+        USER,
+        False,
+    ),
+    "gated-shared-class-in-init": (decided_pod(BARE, initContainers=[SHARED]), USER, False),
+    "stamped-without-queue-label": (decided_pod(labels={"app": "x"}), USER, True),
+    "stamped-and-queued-not-yet-gated": (decided_pod(gates=None), USER, True),
+    "stamped-and-queued-another-gate": (decided_pod(gates=({"name": "mine"},)), USER, True),
+    "queued-and-gated-unstamped": (decided_pod(annotations={"seen": "yes"}), USER, True),
+    "stamp-empty": (decided_pod(annotations={TENANT: ""}), USER, True),
+    "stamp-not-a-string": (decided_pod(annotations={TENANT: 3}), USER, True),
+    "queue-label-empty": (decided_pod(labels={QUEUE_LABEL: ""}), USER, True),
+    "decided-then-reapplied": (decided_pod(REAPPLIED), USER, True),
+    "decided-then-reapplied-init": (decided_pod(BARE, initContainers=[REAPPLIED]), USER, True),
+    "gated-for-another-scheduler": (decided_pod(schedulerName="volcano"), USER, True),
+    "scheduler-name-not-a-string": (decided_pod(schedulerName=7), USER, True),
+    # The Volcano backend's queue reference is not taken as decided: with the Kueue backend,
+    # such a Pod would never meet Kueue's gate.
+    "volcano-queue-annotation": (
+        decided_pod(
+            annotations={**STAMP, "scheduling.volcano.sh/queue-name": "training"},
+            labels=None,
+            gates=None,
+            schedulerName="volcano",
+        ),
+        USER,
+        True,
+    ),
+    # Odd objects: sent, never an evaluation error.
+    "annotations-not-a-map": (decided_pod(annotations="oops"), USER, True),
+    "annotations-null": (with_metadata(annotations=None), USER, True),
+    "labels-null": (with_metadata(labels=None), USER, True),
+    "labels-a-list": (decided_pod(labels=[QUEUE_LABEL]), USER, True),
+    "metadata-not-a-map": (decided_pod(metadata="oops"), USER, True),
+    "no-metadata": ({"spec": spec(MIG)}, USER, True),
+    "gates-not-a-list": (decided_pod(gates="kueue.x-k8s.io/admission"), USER, True),
+    "gates-odd": (decided_pod(gates=[None, {"name": 3}, "x"]), USER, True),
+    # A Pod a controller made from a decided template: mutation would answer without a patch.
+    "job-pod-of-the-job-controller": (owned_pod(), JOB_CONTROLLER, False),
+    "job-pod-of-kube-controller-manager": (owned_pod(), KUBE_CONTROLLER_MANAGER, False),
+    "deployment-pod-of-the-replicaset-controller": (
+        owned_pod(owners=owner_references("apps/v1", "ReplicaSet"), labels=QUEUED),
+        REPLICASET_CONTROLLER,
+        False,
+    ),
+    # Owner references and the stamp are believed only from those controllers (as
+    # quotaguard.admission.workload.owned_by_workload believes them).
+    "job-pod-from-a-user": (owned_pod(), USER, True),
+    "job-pod-without-user-info": (owned_pod(), "", True),
+    "job-pod-unstamped": (owned_pod(annotations={"seen": "yes"}), JOB_CONTROLLER, True),
+    "job-pod-reapplied": (owned_pod(REAPPLIED), JOB_CONTROLLER, True),
+    "daemonset-pod": (
+        owned_pod(owners=owner_references("apps/v1", "DaemonSet")),
+        KUBE_CONTROLLER_MANAGER,
+        True,
+    ),
+    "owner-without-its-group": (
+        owned_pod(owners=owner_references("v1", "Job")),
+        JOB_CONTROLLER,
+        True,
+    ),
+    "owner-of-another-handled-kind": (
+        owned_pod(owners=owner_references("ray.io/v1", "RayCluster")),
+        KUBE_CONTROLLER_MANAGER,
+        False,
+    ),
+    "owners-not-a-list": (owned_pod(owners="batch/v1 Job"), JOB_CONTROLLER, True),
+    "owners-odd": (
+        owned_pod(owners=[None, {"kind": 3, "apiVersion": "batch/v1"}, {"kind": "Job"}]),
+        JOB_CONTROLLER,
+        True,
+    ),
+}
+
+
+def decided_objects() -> dict[str, Any]:
+    return {name: pod for name, (pod, _, _) in DECIDED.items()}
+
+
+def decided_requests() -> dict[str, Any]:
+    return {
+        name: {"userInfo": {"username": username}} if username else {}
+        for name, (_, username, _) in DECIDED.items()
+    }
+
+
+def test_a_pod_that_carries_quotaguards_decision_is_not_sent_to_mutate_again(
+    celcheck: Path,
+) -> None:
+    outcome = evaluate(
+        celcheck, all_conditions()[POD_MUTATES], decided_objects(), decided_requests()
+    )
+    for name, (_, _, sent) in DECIDED.items():
+        values = {condition: result["results"][name] for condition, result in outcome.items()}
+        assert all(isinstance(value, bool) for value in values.values()), f"{name}: {values}"
+        assert values == {REQUESTS_NVIDIA: True, NOT_YET_DECIDED: sent}, name
+
+
+def test_validation_is_still_sent_every_decided_pod(celcheck: Path) -> None:
+    outcome = evaluate(
+        celcheck, all_conditions()[POD_VALIDATES], decided_objects(), decided_requests()
+    )
+    assert list(outcome) == [REQUESTS_NVIDIA]
+    assert outcome[REQUESTS_NVIDIA]["results"] == {name: True for name in DECIDED}
+
+
+def test_an_odd_spec_gets_no_error_from_the_decided_condition(celcheck: Path) -> None:
+    odd = {
+        "spec-null": {**decided_pod(), "spec": None},
+        "spec-a-list": {**decided_pod(), "spec": []},
+    }
+    outcome = evaluate(celcheck, all_conditions()[POD_MUTATES], odd)
+    assert {c: r["results"] for c, r in outcome.items()} == {
+        REQUESTS_NVIDIA: {name: False for name in odd},
+        NOT_YET_DECIDED: {name: True for name in odd},
+    }

@@ -1,7 +1,10 @@
 // Command celcheck compiles webhook matchConditions with the API server's own CEL compiler and
 // evaluates them against sample objects. Input (stdin, JSON):
 //
-//	{"expressions": {"NAME": "EXPR"}, "objects": {"NAME": {...}}}
+//	{"expressions": {"NAME": "EXPR"}, "objects": {"NAME": {...}}, "requests": {"NAME": {...}}}
+//
+// `requests` (optional) gives an object's admission request (`request.userInfo`, ...); an object
+// without one is evaluated with an empty request.
 //
 // Output (stdout, JSON): {"NAME": {"error": "...", "results": {"OBJECT": true|false|"error: ..."}}}
 package main
@@ -19,6 +22,7 @@ import (
 type input struct {
 	Expressions map[string]string         `json:"expressions"`
 	Objects     map[string]map[string]any `json:"objects"`
+	Requests    map[string]map[string]any `json:"requests"`
 }
 
 type outcome struct {
@@ -46,7 +50,11 @@ func main() {
 		}
 		results := map[string]any{}
 		for objectName, object := range in.Objects {
-			value, _, err := compiled.Program.Eval(map[string]any{"object": object})
+			request := in.Requests[objectName]
+			if request == nil {
+				request = map[string]any{}
+			}
+			value, _, err := compiled.Program.Eval(map[string]any{"object": object, "request": request})
 			if err != nil {
 				results[objectName] = "error: " + err.Error()
 			} else {

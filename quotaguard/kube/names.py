@@ -5,6 +5,8 @@ from __future__ import annotations
 KUEUE_GROUP = "kueue.x-k8s.io"
 KUEUE_VERSIONS = ("v1beta2", "v1beta1")  # preferred first
 KUEUE_QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+# The scheduling gate Kueue's pod webhook puts on a Pod it queues, removed at admission.
+KUEUE_ADMISSION_GATE = "kueue.x-k8s.io/admission"
 
 VOLCANO_GROUP = "scheduling.volcano.sh"
 VOLCANO_VERSION = "v1beta1"

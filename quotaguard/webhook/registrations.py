@@ -4,8 +4,10 @@ One webhook per kind and per operation, so that each matchCondition reads that k
 pod-template paths (`quotaguard.kube.kinds`). `python webhook/generate.py` writes the files;
 tests/deploy checks that the committed files are what this module builds.
 
-The CEL of a matchCondition checks types before it descends, so an odd object is "not sent"
-rather than an evaluation error (which failurePolicy Fail would turn into a rejection).
+The CEL of a matchCondition checks types before it descends, so an odd object gets a clear
+answer rather than an evaluation error (which failurePolicy Fail would turn into a rejection):
+"not sent" for the conditions that look for GPU requests, "sent" for the one that looks for a
+decision already made (`decided_pod_expression`).
 """
 
 from __future__ import annotations
@@ -14,7 +16,10 @@ from typing import Any, Literal
 
 import yaml
 
-from quotaguard.kube.kinds import KINDS, Kind, Step, parse_path
+from quotaguard.admission.names import DEFAULT_SCHEDULER, TENANT_ANNOTATION
+from quotaguard.admission.owners import KUBE_CONTROLLERS
+from quotaguard.kube.kinds import BY_ID, KINDS, OWNER_KINDS, Kind, Step, parse_path
+from quotaguard.kube.names import KUEUE_ADMISSION_GATE, KUEUE_QUEUE_LABEL
 
 Operation = Literal["CREATE", "UPDATE"]
 Manifest = dict[str, Any]
@@ -31,6 +36,7 @@ VALIDATING = "quotaguard-validating"
 REQUESTS_NVIDIA = "requests-nvidia-resources"
 PLAIN_GPU_NEXT_TO_ANOTHER = "plain-gpu-next-to-another-nvidia-resource"
 HAS_COMPONENTS = "has-components"
+NOT_YET_DECIDED = "not-yet-decided-by-quotaguard"
 
 _ANY_NVIDIA = "c.resources[section].exists(name, name.startsWith('nvidia.com/'))"
 _PLAIN_NEXT_TO_ANOTHER = (
@@ -113,14 +119,109 @@ def match_expression(kind: Kind, resources_check: str = _ANY_NVIDIA) -> str:
     return "\n|| ".join(f"({branch})" for branch in branches)
 
 
-def _webhook(kind: Kind, path: str, operation: Operation) -> Manifest:
-    mutating = path == "mutate"
+def _non_empty_string(map_cel: str, key: str) -> str:
+    """The map `map_cel` (known to be a map) holds a non-empty string at `key`."""
+    entry = f"{map_cel}['{key}']"
+    return f"'{key}' in {map_cel}\n&& type({entry}) == string && {entry} != ''"
+
+
+def _metadata_map(field: str) -> str:
+    """`object.metadata.<field>` is a map (`object.metadata` known to be one)."""
+    here = f"object.metadata.{field}"
+    return f"has({here}) && type({here}) == map"
+
+
+def _quoted_lines(names: list[str]) -> str:
+    return ",\n".join(f"'{name}'" for name in names)
+
+
+def _indent(text: str) -> str:
+    return "\n".join(f"  {line}" for line in text.splitlines())
+
+
+def _stamped() -> str:
+    """The Pod carries the tenant stamp quotaguard's mutation writes."""
+    return (
+        "has(object.metadata) && type(object.metadata) == map\n"
+        f"&& {_metadata_map('annotations')}\n"
+        f"&& {_non_empty_string('object.metadata.annotations', TENANT_ANNOTATION)}"
+    )
+
+
+def _made_by_a_kube_controller() -> str:
+    """`quotaguard.admission.workload.owned_by_workload` for kube-controller-manager's
+    controllers: the request comes from one of them and the Pod names an owner of a handled
+    kind. (The operators a policy trusts are not known here: their pods are still sent.)"""
+    usernames = _quoted_lines(sorted(KUBE_CONTROLLERS))
+    owners = _quoted_lines(sorted(f"{group}/{kind}" for group, kind in OWNER_KINDS))
+    references = "object.metadata.ownerReferences"
+    group = (
+        "(o.apiVersion.contains('/')"
+        " ? o.apiVersion.substring(0, o.apiVersion.lastIndexOf('/')) : '')"
+    )
+    owner_check = (
+        "type(o) == map\n"
+        "&& 'apiVersion' in o && type(o.apiVersion) == string\n"
+        "&& 'kind' in o && type(o.kind) == string\n"
+        f"&& {group} + '/' + o.kind in [\n{_indent(owners)}]"
+    )
+    return (
+        "has(request.userInfo) && has(request.userInfo.username)\n"
+        f"&& request.userInfo.username in [\n{_indent(usernames)}]\n"
+        f"&& has({references}) && type({references}) == list\n"
+        f"&& {references}.exists(o,\n{_indent(owner_check)})"
+    )
+
+
+def _queued_and_gated_by_kueue() -> str:
+    """What quotaguard's mutation and then Kueue's pod webhook leave on a bare Pod: the queue
+    label, Kueue's admission gate, and no scheduler but the default one."""
+    gates = "object.spec.schedulingGates"
+    scheduler = "object.spec.schedulerName"
+    return (
+        f"{_metadata_map('labels')}\n"
+        f"&& {_non_empty_string('object.metadata.labels', KUEUE_QUEUE_LABEL)}\n"
+        "&& has(object.spec) && type(object.spec) == map\n"
+        f"&& has({gates}) && type({gates}) == list\n"
+        f"&& {gates}.exists(g, type(g) == map && 'name' in g && type(g.name) == string\n"
+        f"  && g.name == '{KUEUE_ADMISSION_GATE}')\n"
+        f"&& (!has({scheduler})\n"
+        f"  || type({scheduler}) == string && {scheduler} in ['', '{DEFAULT_SCHEDULER}'])"
+    )
+
+
+def decided_pod_expression() -> str:
+    """False (not sent) for a Pod whose decision quotaguard already made: stamped, without a
+    re-applied plain nvidia.com/gpu next to a class, and either made by kube-controller-manager
+    from a template decided at its owner (mutation would answer it without a patch) or queued
+    and gated by Kueue after quotaguard's mutation (the API server's reinvocation). A Pod that
+    carries all that by hand is still queued by Kueue (the label) and judged by validation (the
+    queue is the tenant's, the classes are allowed; with the Volcano backend the default
+    scheduler is refused). Anything odd is sent."""
+    re_applied = match_expression(BY_ID["Pod"], _PLAIN_NEXT_TO_ANOTHER)
+    either = (
+        f"(\n{_indent(_made_by_a_kube_controller())})\n"
+        f"|| (\n{_indent(_queued_and_gated_by_kueue())})"
+    )
+    decided = f"{_stamped()}\n&& !(\n{_indent(re_applied)})\n&& (\n{_indent(either)})"
+    return f"!(\n{_indent(decided)})"
+
+
+def _conditions(kind: Kind, operation: Operation, mutating: bool) -> list[Manifest]:
     condition_name, expression = REQUESTS_NVIDIA, match_expression(kind)
     if kind.components is not None:
         condition_name = HAS_COMPONENTS
     if kind.id == "Pod" and operation == "UPDATE":
         condition_name = PLAIN_GPU_NEXT_TO_ANOTHER
         expression = match_expression(kind, _PLAIN_NEXT_TO_ANOTHER)
+    conditions = [{"name": condition_name, "expression": expression}]
+    if kind.id == "Pod" and operation == "CREATE" and mutating:
+        conditions.append({"name": NOT_YET_DECIDED, "expression": decided_pod_expression()})
+    return conditions
+
+
+def _webhook(kind: Kind, path: str, operation: Operation) -> Manifest:
+    mutating = path == "mutate"
     hook: Manifest = {
         "name": webhook_name(kind, path, operation),
         "admissionReviewVersions": ["v1"],
@@ -151,7 +252,7 @@ def _webhook(kind: Kind, path: str, operation: Operation) -> Manifest:
             "scope": "Namespaced",
         }
     ]
-    hook["matchConditions"] = [{"name": condition_name, "expression": expression}]
+    hook["matchConditions"] = _conditions(kind, operation, mutating)
     return hook
 
 
@@ -240,11 +341,28 @@ MUTATING_HEADER = """\
 # and scheduling-gate updates of GPU pods never reach quotaguard. Workload objects change
 # rarely: every update of one that asks for an nvidia.com/ resource is sent.
 #
+# Pods on CREATE have a second condition, not-yet-decided-by-quotaguard: a Pod that already
+# carries quotaguard's decision is not sent. That is a Pod with the tenant stamp
+# (quotaguard.dev/tenant), no plain nvidia.com/gpu next to another nvidia.com/ resource, and
+# either made by one of kube-controller-manager's workload controllers for an owner of a kind
+# quotaguard handles (its template was decided at the owner: mutation would answer without a
+# patch), or with Kueue's queue label, Kueue's admission gate and the default scheduler (what
+# this webhook and then Kueue's leave on a bare Pod). The API server evaluates matchConditions
+# again before the reinvocation IfNeeded asks for after Kueue's gate, so a bare GPU Pod costs
+# two calls (mutate, validate) instead of three, and a Job's Pod one (validate) instead of two.
+# The one change: such a Pod is judged by validation as it is rather than mutated again; what a
+# later webhook changes is still judged by validation. A Pod written that way by hand gains
+# nothing: Kueue queues it by its label, validation refuses another tenant's queue and classes
+# the tenant may not use, and with the Volcano backend the default scheduler. A Volcano queue
+# annotation alone is not taken as decided: with the Kueue backend such a Pod would escape
+# Kueue's gate.
+#
 # One webhook per kind (quotaguard/kube/kinds.py), so that each matchCondition reads that
 # kind's pod-template paths; a kind whose CRD is not installed is never matched. An
 # AppWrapper's components are arbitrary objects that CEL cannot search: every AppWrapper with
 # components is sent. The CEL checks types before descending, so an odd object is "not sent"
-# rather than an evaluation error (which failurePolicy Fail would turn into a rejection).
+# rather than an evaluation error (which failurePolicy Fail would turn into a rejection); for
+# not-yet-decided-by-quotaguard, odd metadata is "sent".
 # caBundle is filled in by cert-manager's CA injector or by `quotaguard certs`.
 #
 # metadata.name sorts first: the API server calls mutating configurations in name order, and

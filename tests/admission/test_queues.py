@@ -9,7 +9,12 @@ import pytest
 import yaml
 
 from quotaguard.admission import make_review, review_offline, validate
-from quotaguard.admission.names import KUEUE_QUEUE_LABEL, VOLCANO_QUEUE_ANNOTATION
+from quotaguard.admission.names import (
+    KUEUE_QUEUE_LABEL,
+    TENANT_ANNOTATION,
+    VOLCANO_QUEUE_ANNOTATION,
+)
+from quotaguard.kube.names import KUEUE_ADMISSION_GATE
 
 from .builders import container, gpu, job, pod, template
 
@@ -121,6 +126,26 @@ def test_another_scheduler_is_refused_naming_the_queues_it_bypasses(
         f"workloads (allowedSchedulers: {allowed}); another scheduler bypasses {bypassed}'s "
         f'queues and the GPU classes\' nodes: {remove} or set it to "{allowed}"'
     )
+
+
+def test_a_pod_written_to_look_decided_is_still_refused_what_mutation_would_have_refused(
+    policies,
+):
+    """webhook/ does not send /mutate a Pod with the tenant stamp, Kueue's queue label and
+    admission gate and the default scheduler (not-yet-decided-by-quotaguard): what quotaguard's
+    mutation and then Kueue's webhook leave. Written by hand, validation alone judges it: with
+    the Volcano backend the default scheduler is refused (it would bypass Volcano's queues),
+    and another tenant's queue with either backend."""
+    looks_decided = {
+        "annotations": {TENANT_ANNOTATION: "training"},
+        "schedulingGates": [{"name": KUEUE_ADMISSION_GATE}],
+    }
+    own_queue = pod(gpu(1), labels={KUEUE_QUEUE_LABEL: "training"}, **looks_decided)
+    assert validate(policies["kueue"], own_queue, "training").allowed
+    assert validate(policies["volcano"], own_queue, "training").rules == ("scheduler-not-allowed",)
+    other_queue = pod(gpu(1), labels={KUEUE_QUEUE_LABEL: "inference"}, **looks_decided)
+    for backend in ("kueue", "volcano"):
+        assert "queue-isolation" in validate(policies[backend], other_queue, "training").rules
 
 
 def test_allowed_schedulers_adds_to_the_backends(make_policy):

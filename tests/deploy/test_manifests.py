@@ -16,6 +16,7 @@ from quotaguard.controller.kueue import flavor_fungibility
 from quotaguard.kube.kinds import KINDS
 from quotaguard.policy.fungibility import flavor_order
 from quotaguard.policy.loader import load_policy_file, load_policy_text
+from quotaguard.webhook.registrations import NOT_YET_DECIDED, REQUESTS_NVIDIA
 from quotaguard.webhook.registrations import render as generated_files
 from tests.deploy.manifests import (
     CONFIG,
@@ -428,7 +429,7 @@ def test_webhook_configurations_are_safe_for_the_api_server(build: list[Manifest
         }, where
         if kind.startswith("Mutating"):
             assert hook["reinvocationPolicy"] == "IfNeeded", where
-        assert len(hook["matchConditions"]) == 1, where
+        assert hook["matchConditions"], where
         seen.setdefault((kind, operation), set()).update(kinds_of(hook))
     pods = ("", "v1", "pods")
     assert seen == {
@@ -450,6 +451,23 @@ def test_mutating_configuration_is_called_before_kueues(build: list[Manifest]) -
     name = config["metadata"]["name"]
     assert name == "00-quotaguard-mutating"
     assert name < "kueue-mutating-webhook-configuration"
+
+
+def test_only_the_mutating_pod_create_webhook_leaves_out_pods_already_decided(
+    build: list[Manifest],
+) -> None:
+    """A Pod that carries quotaguard's decision (a Job's Pod, a bare Pod Kueue gated after
+    quotaguard's mutation) is not sent to /mutate again; validation is sent every GPU Pod, and
+    every other webhook has its one condition (e2e/test_match_conditions.py evaluates them)."""
+    found = {
+        (kind, hook["name"]): [condition["name"] for condition in hook["matchConditions"]]
+        for kind, hook in webhooks(build)
+    }
+    pod_mutation = ("MutatingWebhookConfiguration", "pods.mutate.quotaguard.dev")
+    assert found.pop(pod_mutation) == [REQUESTS_NVIDIA, NOT_YET_DECIDED]
+    pod_validation = ("ValidatingWebhookConfiguration", "pods.validate.quotaguard.dev")
+    assert found[pod_validation] == [REQUESTS_NVIDIA]
+    assert [key for key, names in found.items() if len(names) != 1] == []
 
 
 def test_the_registrations_are_the_ones_the_kind_table_gives() -> None:
