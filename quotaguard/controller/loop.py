@@ -88,10 +88,6 @@ log = logging.getLogger("quotaguard.controller")
 
 PolicySource = Callable[[], TenantPolicy]
 
-# A fair-sharing weight moves a little every interval as usage decays; writing every such move,
-# or sharing quotas by it, would update every queue every interval. Moves up to this fraction
-# are left for later: the plan shares by the weight it last moved to, the queue keeps it.
-WEIGHT_TOLERANCE = 0.05
 # Queue writes in flight at once within one pass (the cuts, then the raises): the API server
 # answers them in parallel; the client's pool holds more connections than this plus watches.
 WRITES_IN_FLIGHT = 8
@@ -106,6 +102,7 @@ class ControllerSettings:
     leader_election: bool = True
     lease_namespace: str | None = None  # default: the pod's namespace
     identity: str | None = None  # default: hostname + random suffix
+    # a weight's moves up to this fraction are held: plan and queue keep the one it last moved to
     weight_tolerance: float = WEIGHT_TOLERANCE
     # A write starts only while the Lease is ours for at least this long, and gives up after
     # it: so it cannot land after another replica could have taken over. It must stay below

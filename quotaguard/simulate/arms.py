@@ -13,8 +13,9 @@
   quota of the cohort itself (a Kueue Cohort with resourceGroups) that any queue borrows up to
   its max: the most a hand-written configuration can do with the policy's numbers.
 * **dynamic** — every `rebalance.interval` the quota controller's planning step
-  (`quotaguard.quota.step`: the same demand smoothing, usage-decayed weights and planner as in
-  the cluster) rewrites every queue's quotas and weights, as `mode: apply` would.
+  (`quotaguard.quota.step`: the same demand smoothing, usage-decayed weights held within the
+  controller's default `WEIGHT_TOLERANCE`, and planner as in the cluster) rewrites every
+  queue's quotas and weights, as `mode: apply` would.
 * **geometry** — dynamic quotas, and the nodes of the policy's `geometry.pools` change MIG
   layout as the layout planner chooses, each change serving nothing for `reconfigureTime`
   (`geometry_arm.py`); without `geometry:` it is the dynamic arm.
@@ -34,7 +35,7 @@ from quotaguard.policy.model import TenantPolicy
 from quotaguard.quota.capacity import ClassCapacity
 from quotaguard.quota.demand import ClassDemand
 from quotaguard.quota.planner import Plan, plan, quota_of
-from quotaguard.quota.step import Observed, PlanState, observe, plan_observed
+from quotaguard.quota.step import WEIGHT_TOLERANCE, Observed, PlanState, observe, plan_observed
 from quotaguard.simulate.arrivals import Arrival, Verdict
 from quotaguard.simulate.geometry_arm import GeometryController, widest_capacity
 from quotaguard.simulate.placement import Cluster
@@ -211,17 +212,21 @@ def dynamic_bounds(policy: TenantPolicy, capacity: Mapping[str, ClassCapacity]) 
 
 class QuotaController:
     """The quota controller of the dynamic arm: the controller's own planning step
-    (`quota.step`: demand smoothing, usage history, weights, plan) on the simulated queues."""
+    (`quota.step`: demand smoothing, usage history, weights held within the controller's
+    default tolerance, plan) on the simulated queues."""
 
     def __init__(
         self,
         policy: TenantPolicy,
         capacity: Mapping[str, ClassCapacity],
         preemption: Preemption,
+        *,
+        weight_tolerance: float = WEIGHT_TOLERANCE,
     ) -> None:
         self.policy = policy
         self.preemption = preemption
         self.capacity = capacity
+        self.weight_tolerance = weight_tolerance
         self.state = PlanState()
         self.runs = 0
         self._inputs: tuple[object, ...] | None = None
@@ -242,7 +247,7 @@ class QuotaController:
             }
             if rows:
                 demand[tenant] = rows
-        seen = observe(self.policy, demand, now, self.state)
+        seen = observe(self.policy, demand, now, self.state, weight_tolerance=self.weight_tolerance)
         self.state = seen.state
         self.runs += 1
         return seen
