@@ -661,6 +661,19 @@ def webhook_latencies(
     return found, (round(added, 2) if found and created else None)
 
 
+def own_time(before: Sequence[str], after: Sequence[str]) -> list[float | None]:
+    """p50 and p99 of the replicas' own answer time (their `quotaguard_admission_duration_seconds`,
+    from the end of reading a body to the encoded answer), summed over replicas: what the
+    webhook's code costs, against what the API server waits for in all."""
+    metric = "quotaguard_admission_duration_seconds"
+    buckets: dict[float, float] = {}
+    for old, new in zip(before, after, strict=True):
+        for le, count in minus(histogram(new, metric, bool), histogram(old, metric, bool)).items():
+            buckets[le] = buckets.get(le, 0.0) + count
+    found = (quantile(buckets, 0.5), quantile(buckets, 0.99))
+    return [None if q is None else round(q * 1000, 3) for q in found]
+
+
 def churn_phase(
     cluster: Cluster,
     api: Api,
@@ -680,6 +693,7 @@ def churn_phase(
     leader_before = controller_metrics(leader) if leader else ""
     sampler = IntervalSampler(leader).start() if leader else None
     answered_before = [answered(w) for w in webhooks]
+    own_before = [scrape(f"{w.http_url}/metrics") for w in webhooks]
     profiles: dict[str, Profile] = {}
     if profile:
         profiled = {f"webhook-{n}": w.process.popen for n, w in enumerate(webhooks)}
@@ -715,6 +729,7 @@ def churn_phase(
     leader_after = controller_metrics(leader) if leader else ""
     window = time.monotonic() - started
     answered_after = [answered(w) for w in webhooks]
+    own_after = [scrape(f"{w.http_url}/metrics") for w in webhooks]
     sampled = sampler.stop() if sampler else None
     by_webhook, added_by_webhooks = webhook_latencies(before, after, created)
 
@@ -765,6 +780,7 @@ def churn_phase(
         result["answers_per_replica"] = [
             round(a - b) for a, b in zip(answered_after, answered_before, strict=True)
         ]
+        result["webhook_own_p50_p99_ms"] = own_time(own_before, own_after)
     if profiles:
         result["profiles"] = {name: p.summary() for name, p in profiles.items()}
     if watched is not None:
