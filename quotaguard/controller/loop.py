@@ -67,7 +67,7 @@ from quotaguard.quota.diff import QueueChange, QueueWrite, writes_for
 from quotaguard.quota.planner import Plan, TenantPlan
 from quotaguard.quota.queues import QueueState, current_state
 from quotaguard.quota.report import build_report
-from quotaguard.quota.step import WEIGHT_TOLERANCE, PlanState, observe, plan_observed
+from quotaguard.quota.step import WEIGHT_HOLD_FRACTION, PlanState, observe, plan_observed
 from quotaguard.reports.history import QuotaHistory, points_for_span
 from quotaguard.reports.metrics import (
     CONTROLLER_INTERVALS,
@@ -103,7 +103,7 @@ class ControllerSettings:
     lease_namespace: str | None = None  # default: the pod's namespace
     identity: str | None = None  # default: hostname + random suffix
     # a weight's moves up to this fraction are held: plan and queue keep the one it last moved to
-    weight_tolerance: float = WEIGHT_TOLERANCE
+    weight_tolerance: float = WEIGHT_HOLD_FRACTION
     # A write starts only while the Lease is ours for at least this long, and gives up after
     # it: so it cannot land after another replica could have taken over. It must stay below
     # the elector's renew_deadline - renew_period (5 s), or no write could ever start.

@@ -14,7 +14,7 @@
   its max: the most a hand-written configuration can do with the policy's numbers.
 * **dynamic** — every `rebalance.interval` the quota controller's planning step
   (`quotaguard.quota.step`: the same demand smoothing, usage-decayed weights held within the
-  controller's default `WEIGHT_TOLERANCE`, and planner as in the cluster) rewrites every
+  controller's default `WEIGHT_HOLD_FRACTION`, and planner as in the cluster) rewrites every
   queue's quotas and weights, as `mode: apply` would.
 * **geometry** — dynamic quotas, and the nodes of the policy's `geometry.pools` change MIG
   layout as the layout planner chooses, each change serving nothing for `reconfigureTime`
@@ -35,7 +35,7 @@ from quotaguard.policy.model import TenantPolicy
 from quotaguard.quota.capacity import ClassCapacity
 from quotaguard.quota.demand import ClassDemand
 from quotaguard.quota.planner import Plan, plan, quota_of
-from quotaguard.quota.step import WEIGHT_TOLERANCE, Observed, PlanState, observe, plan_observed
+from quotaguard.quota.step import WEIGHT_HOLD_FRACTION, Observed, PlanState, observe, plan_observed
 from quotaguard.simulate.arrivals import Arrival, Verdict
 from quotaguard.simulate.geometry_arm import GeometryController, widest_capacity
 from quotaguard.simulate.placement import Cluster
@@ -221,7 +221,7 @@ class QuotaController:
         capacity: Mapping[str, ClassCapacity],
         preemption: Preemption,
         *,
-        weight_tolerance: float = WEIGHT_TOLERANCE,
+        weight_tolerance: float = WEIGHT_HOLD_FRACTION,
     ) -> None:
         self.policy = policy
         self.preemption = preemption

@@ -12,7 +12,7 @@ from quotaguard.controller.loop import Controller, ControllerSettings
 from quotaguard.quota.capacity import ClassCapacity
 from quotaguard.quota.demand import ClassDemand
 from quotaguard.quota.planner import Plan
-from quotaguard.quota.step import WEIGHT_TOLERANCE, PlanState, observe, plan_observed
+from quotaguard.quota.step import WEIGHT_HOLD_FRACTION, PlanState, observe, plan_observed
 from quotaguard.simulate.arms import QuotaController
 from quotaguard.simulate.preemption import PRESETS
 from quotaguard.simulate.queueing import CohortConfig
@@ -160,4 +160,4 @@ def test_the_plans_hold_a_weight_moved_by_3_percent_and_take_a_move_past_5() -> 
 
 def test_the_dynamic_arm_and_the_controller_default_to_one_weight_tolerance() -> None:
     arm = QuotaController(TWO, {}, PRESETS["reclaim"])
-    assert arm.weight_tolerance == ControllerSettings().weight_tolerance == WEIGHT_TOLERANCE
+    assert arm.weight_tolerance == ControllerSettings().weight_tolerance == WEIGHT_HOLD_FRACTION
