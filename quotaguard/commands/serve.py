@@ -133,6 +133,13 @@ def register(verbs: Any) -> None:
         metavar="SECONDS",
         help="a request's body must arrive this long after its headers, or it is answered 408",
     )
+    limits.add_argument(
+        "--webhook-reuse-port",
+        action="store_true",
+        help="listen with SO_REUSEPORT, so that several serve processes (or containers of one "
+        "pod) share the webhook port and the kernel spreads connections over them: one pod "
+        "uses more than one core; every process must run as the same user",
+    )
     parser.set_defaults(run=run)
 
 
@@ -181,6 +188,7 @@ def run(args: argparse.Namespace) -> int:
         webhook_idle_timeout=args.webhook_idle_timeout,
         webhook_header_timeout=args.webhook_header_timeout,
         webhook_body_timeout=args.webhook_body_timeout,
+        webhook_reuse_port=args.webhook_reuse_port,
     )
     try:
         resolve_components(components)  # imported now, so that the freeze below covers them

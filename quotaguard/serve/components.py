@@ -71,6 +71,9 @@ class ServeOptions:
     webhook_idle_timeout: float = 60.0
     webhook_header_timeout: float = 10.0
     webhook_body_timeout: float = 10.0
+    # SO_REUSEPORT on the webhook port: several processes share it, the kernel spreads
+    # connections over them
+    webhook_reuse_port: bool = False
 
 
 Component = Callable[["ServeContext"], Awaitable[None]]

@@ -57,7 +57,11 @@ async def start(ctx: ServeContext) -> None:
     )
     await runner.setup()
     site = GuardedSite(
-        runner, options.bind_address, options.webhook_port, ssl_context=certificate.context
+        runner,
+        options.bind_address,
+        options.webhook_port,
+        ssl_context=certificate.context,
+        reuse_port=options.webhook_reuse_port,
     )
     try:
         await site.start()

@@ -260,8 +260,9 @@ class GuardedSite(web.TCPSite):
         port: int,
         *,
         ssl_context: ssl.SSLContext | None = None,
+        reuse_port: bool = False,
     ) -> None:
-        super().__init__(runner, host, port, ssl_context=ssl_context)
+        super().__init__(runner, host, port, ssl_context=ssl_context, reuse_port=reuse_port)
         self._guarded_runner = runner
 
     async def start(self) -> None:
