@@ -4,15 +4,17 @@ controller replicas, pods arriving and leaving.
 
     python bench/bench_scale_e2e.py [--nodes 2000] [--tenants 300] [--pods 50000]
         [--rate 100] [--churn-seconds 60] [--create-minutes 10] [--workers 16]
-        [--webhooks 2] [--profile]
+        [--webhooks 2] [--front reuse-port|round-robin] [--webhook-nice -10]
+        [--burst-pods 10] [--profile]
 
 Phases, each bounded in time and count, everything on 127.0.0.1:
 1. Cluster: etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok (from
    ~/.cache/quotaguard-e2e), `--nodes` kwok GPU nodes (60% whole H100 x8, 30% MIG 1g.10gb x7,
    10% time-sliced 2x4), a policy of `--tenants` tenants (one class each, in turn), their
    ClusterQueues and LocalQueues, Kueue v0.17.0 with its webhooks, `--webhooks` quotaguard
-   webhook replicas (two: `clientConfig.url` names one address, so a loopback round-robin,
-   bench/round_robin.py, spreads the API server's connections over them as a Service would)
+   webhook replicas (two: `clientConfig.url` names one address, so the replicas listen on one
+   port with `--webhook-reuse-port` and the kernel spreads the API server's connections over
+   them as kube-proxy would; `--front round-robin`: bench/round_robin.py, a user-space proxy)
    and two controller replicas (`--components controller,reports`, one Lease).
 2. Steady state: bare GPU pods (no queue label) created in the tenants' namespaces with
    `--workers` connections for at most `--create-minutes` or `--pods`, through quotaguard's
@@ -1087,7 +1089,15 @@ def main() -> int:
     parser.add_argument("--churn-seconds", type=float, default=60.0)
     parser.add_argument("--workers", type=int, default=16)
     parser.add_argument(
-        "--webhooks", type=int, default=2, help="webhook replicas behind a loopback round-robin"
+        "--webhooks", type=int, default=2, help="webhook replicas, all behind one port"
+    )
+    parser.add_argument(
+        "--front",
+        choices=("reuse-port", "round-robin"),
+        default="reuse-port",
+        help="how the replicas share the API server's connections: one port with SO_REUSEPORT "
+        "(the kernel spreads connections, as kube-proxy's NAT does) or bench/round_robin.py, "
+        "a user-space proxy that costs a hop and CPU",
     )
     parser.add_argument(
         "--profile",
@@ -1149,13 +1159,19 @@ def main() -> int:
         kueue = start_kueue(cluster, kueue_binary, frameworks=["pod"])
         policy_document = policy(args.tenants)
         policy_file = write_document(cluster.workdir / "policy.yaml", policy_document)
+        shared = free_port() if args.front == "reuse-port" and args.webhooks > 1 else None
         webhooks = [
             cluster.serve_quotaguard(
-                policy_file, components="webhook", register=False, name=f"quotaguard-{n}"
+                policy_file,
+                components="webhook",
+                register=False,
+                name=f"quotaguard-{n}",
+                webhook_port=shared,
+                args=["--webhook-reuse-port"] if shared else (),
             )
             for n in range(args.webhooks)
         ]
-        front = front_port(cluster, webhooks)
+        front = shared or front_port(cluster, webhooks)
         webhook_configs = cluster.register_webhooks(front, cert=webhooks[0].cert)
         controllers = [
             serve_controller(

@@ -896,11 +896,13 @@ class Cluster:
         webhook_dir: Path = WEBHOOK_DIR,
         name: str = "quotaguard",
         timeout: float = 30,
+        webhook_port: int | None = None,
     ) -> QuotaguardServer:
         """Start `python -m quotaguard serve` from this checkout against this cluster, wait until
-        it listens, and (when the webhook runs, unless register=False) register its webhooks."""
+        it listens, and (when the webhook runs, unless register=False) register its webhooks.
+        `webhook_port`: a given port (replicas sharing one with `--webhook-reuse-port`)."""
         cert = self.serving_cert(f"{name}-webhook")
-        webhook_port, http_port = free_port(), free_port()
+        webhook_port, http_port = webhook_port or free_port(), free_port()
         argv = [
             sys.executable,
             "-m",

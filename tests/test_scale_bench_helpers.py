@@ -102,12 +102,13 @@ def test_added_latency_is_read_per_quotaguard_webhook_from_the_api_servers_histo
 def test_a_row_spanning_two_plans_counts_as_two_intervals() -> None:
     summary = per_interval(
         [
-            {"intervals": 1, "writes": 4, "cpu_s": 0.4, "seconds": 5.0},
-            {"intervals": 2, "writes": 2, "cpu_s": 1.2, "seconds": 10.0},
-            {"intervals": 1, "writes": 0, "cpu_s": 0.2, "seconds": 5.0},
+            {"intervals": 1, "writes": 4, "cpu_s": 0.4, "seconds": 5.0, "plan_cpu_s": 0.1},
+            {"intervals": 2, "writes": 2, "cpu_s": 1.2, "seconds": 10.0, "plan_cpu_s": 0.4},
+            {"intervals": 1, "writes": 0, "cpu_s": 0.2, "seconds": 5.0, "plan_cpu_s": 0.3},
         ]
     )
     assert summary["intervals"] == 4
     assert summary["writes"] == {"median": 1.0, "max": 4.0}
     assert summary["cpu_s"] == {"median": 0.6, "max": 0.6}  # 0.2, 0.4, 0.6, 0.6
+    assert summary["plan_cpu_s"] == {"median": 0.2, "max": 0.3}  # 0.1, 0.2, 0.2, 0.3
     assert per_interval([])["writes"] == {"median": None, "max": None}
