@@ -7,11 +7,17 @@ from __future__ import annotations
 from typing import Any
 
 from bench.bench_scale_e2e import (
+    burst_demand,
     implied_by,
     not_landed,
     off_target,
+    on_capacity,
+    own_time,
     per_interval,
+    pod_tenant,
     steps_to,
+    watch_events,
+    watch_version,
     webhook_latencies,
 )
 from bench.pyspy_profile import summarize
@@ -112,3 +118,57 @@ def test_a_row_spanning_two_plans_counts_as_two_intervals() -> None:
     assert summary["cpu_s"] == {"median": 0.6, "max": 0.6}  # 0.2, 0.4, 0.6, 0.6
     assert summary["plan_cpu_s"] == {"median": 0.2, "max": 0.3}  # 0.1, 0.2, 0.2, 0.3
     assert per_interval([])["writes"] == {"median": None, "max": None}
+
+
+def test_the_burst_tenant_gets_no_steady_state_or_churn_pods() -> None:
+    assert sorted({pod_tenant(serial, 4) for serial in range(12)}) == [1, 2, 3]
+
+
+def test_the_burst_tenants_demand_is_what_runs_and_what_waits() -> None:
+    plan = {
+        "tenants": [
+            {
+                "queue": "t000",
+                "classes": [{"class": "h100", "usage": 12, "pending": 28, "target": 40}],
+            },
+            {"queue": "t003", "classes": [{"class": "h100", "usage": 90, "pending": 9}]},
+        ]
+    }
+    assert burst_demand(plan) == {"demand": 40, "target": 40}
+    assert burst_demand({"tenants": []}) == {"demand": 0, "target": 0}
+
+
+def test_a_plan_is_on_the_new_capacity_only_when_every_class_matches() -> None:
+    arrived = on_capacity({"h100": 8640, "shared": 144})
+    assert arrived({"h100": 8640, "shared": 144, "h100-1g.10gb": 3780})
+    assert not arrived({"h100": 9600, "shared": 144})
+    assert not arrived({"shared": 144})
+
+
+WATCH = (
+    'quotaguard_watch_events_total{resource="pods"} 120.0\n'
+    'quotaguard_watch_events_total{resource="nodes"} 7.0\n'
+    'quotaguard_watch_resource_version{resource="pods"} 9876.0\n'
+    'quotaguard_watch_resource_version{resource="nodes"} 12.0\n'
+)
+
+
+def test_watch_events_and_versions_are_read_per_resource() -> None:
+    assert watch_events(WATCH) == {"pods": 120.0, "nodes": 7.0}
+    assert watch_version(WATCH) == 9876.0
+    assert watch_version(WATCH, "nodes") == 12.0
+    assert watch_version(WATCH, "workloads") is None
+
+
+def own(counts: dict[str, int]) -> str:
+    name = "quotaguard_admission_duration_seconds_bucket"
+    return "".join(f'{name}{{operation="CREATE",le="{le}"}} {n}\n' for le, n in counts.items())
+
+
+def test_the_webhooks_own_time_adds_up_the_replicas_over_the_phase() -> None:
+    before = [own({"0.001": 10, "0.01": 10, "+Inf": 10}), own({"0.001": 0, "0.01": 0, "+Inf": 0})]
+    after = [own({"0.001": 60, "0.01": 60, "+Inf": 60}), own({"0.001": 48, "0.01": 50, "+Inf": 50})]
+    p50, p99 = own_time(before, after)
+    assert p50 is not None and p50 <= 1.0  # 98 of the phase's 100 answers within 1 ms
+    assert p99 is not None and 1.0 < p99 <= 10.0
+    assert own_time(before, before) == [None, None]
