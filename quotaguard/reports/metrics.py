@@ -484,7 +484,9 @@ class WatchSeries(Collector):
             yield from watch_families(source())
 
     def describe(self) -> Iterable[Metric]:
-        return ()  # dynamic: nothing to check at registration
+        # the families without series: their names are fixed, so a scrape that asks for some
+        # by name (`/metrics?name[]=...`) finds this collector
+        return watch_families(())
 
 
 WATCH_SERIES: Final = WatchSeries()

@@ -54,8 +54,13 @@ def build_http_app(
     checks: dict[str, ReadinessCheck] = {"policy": policy_readiness(store)}
     checks.update(readiness_checks or {})
 
-    async def metrics(_: web.Request) -> web.Response:
-        response = web.Response(body=generate_latest(registry))
+    async def metrics(request: web.Request) -> web.Response:
+        # `name[]=...` asks for some series only, as Prometheus' client libraries serve it:
+        # a poller of a few counters skips rendering thousands of per-tenant quota series
+        names = request.query.getall("name[]", [])
+        response = web.Response(
+            body=generate_latest(registry.restricted_registry(names) if names else registry)
+        )
         response.headers["Content-Type"] = CONTENT_TYPE_LATEST
         return response
 

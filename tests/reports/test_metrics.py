@@ -223,3 +223,20 @@ def test_a_watch_the_controller_dropped_has_no_series(watches: dict[str, FakeWat
         assert set(by_resource(name)) == {"clusterqueues"}
     watches.clear()
     assert scraped("quotaguard_watch_synced") == []
+
+
+def test_watch_series_asked_for_by_name_are_served_without_the_rest(
+    watches: dict[str, FakeWatch],
+) -> None:
+    watches["pods"] = FakeWatch("pods", "991", stats=Counts(events=12))
+    names = ["quotaguard_watch_events_total", "quotaguard_watch_resource_version"]
+    text = generate_latest(REGISTRY.restricted_registry(names)).decode()
+    found = {
+        sample.name: sample.value
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+    }
+    assert found == {
+        "quotaguard_watch_events_total": 12,
+        "quotaguard_watch_resource_version": 991,
+    }

@@ -72,6 +72,17 @@ def test_metrics_are_prometheus_text_with_admission_and_policy_series(server: Li
         assert name in text
 
 
+def test_metrics_asked_for_by_name_are_the_only_series_served(server: LiveServer) -> None:
+    query = "name[]=quotaguard_policy_generation&name[]=quotaguard_watch_events_total"
+    status, body, _ = get(server.http_port, f"/metrics?{query}")
+    assert status == 200
+    names = {line.split("{")[0].split(" ")[0] for line in body.decode().splitlines() if line}
+    names -= {"#"}
+    assert "quotaguard_policy_generation" in names
+    assert "quotaguard_admission_requests_total" not in names
+    assert names <= {"quotaguard_policy_generation", "quotaguard_watch_events_total"}
+
+
 def test_extra_routes_and_readiness_checks(store: PolicyStore) -> None:
     async def report(request: web.Request) -> web.Response:
         return web.json_response({"policy": request.app[STORE_KEY].policy.name})
