@@ -103,6 +103,10 @@ def test_added_latency_is_read_per_quotaguard_webhook_from_the_api_servers_histo
     # two mutating calls and one validating call per Pod: their p99s added up
     assert added == round(2 * mutate["p99_ms"] + found["pods.validate.quotaguard.dev"]["p99_ms"], 2)
     assert webhook_latencies(before, before, created=100) == ({}, None)
+    yardstick, _ = webhook_latencies(before, after, created=100, owner=".kueue")
+    assert (
+        set(yardstick) == {"pod-webhook.kueue"} and yardstick["pod-webhook.kueue"]["calls"] == 100
+    )
 
 
 def test_a_row_spanning_two_plans_counts_as_two_intervals() -> None:
