@@ -6,6 +6,7 @@ not, and /readyz reports every reason so `kubectl describe` shows what is missin
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Callable, Iterable, Mapping
 
@@ -58,9 +59,9 @@ def build_http_app(
         # `name[]=...` asks for some series only, as Prometheus' client libraries serve it:
         # a poller of a few counters skips rendering thousands of per-tenant quota series
         names = request.query.getall("name[]", [])
-        response = web.Response(
-            body=generate_latest(registry.restricted_registry(names) if names else registry)
-        )
+        source = registry.restricted_registry(names) if names else registry
+        # off the event loop: at 300 tenants the quota series take ~0.2 s to render
+        response = web.Response(body=await asyncio.to_thread(generate_latest, source))
         response.headers["Content-Type"] = CONTENT_TYPE_LATEST
         return response
 
