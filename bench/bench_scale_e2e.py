@@ -4,8 +4,8 @@ controller replicas, pods arriving and leaving.
 
     python bench/bench_scale_e2e.py [--nodes 2000] [--tenants 300] [--pods 50000]
         [--rate 100] [--churn-seconds 60] [--create-minutes 10] [--workers 16]
-        [--webhooks 2] [--front reuse-port|round-robin] [--webhook-nice -10]
-        [--burst-pods 10] [--profile]
+        [--webhooks 2] [--front reuse-port|round-robin] [--webhook-nice 0]
+        [--low-rate 10] [--burst-pods 10] [--profile]
 
 Phases, each bounded in time and count, everything on 127.0.0.1:
 1. Cluster: etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok (from
@@ -20,13 +20,19 @@ Phases, each bounded in time and count, everything on 127.0.0.1:
    `--workers` connections for at most `--create-minutes` or `--pods`, through quotaguard's
    rewrite and stamp and Kueue's gate; Kueue admits within quota, the scheduler binds.
 3. Churn: pods created at `--rate` per second and each deleted 20 s later, for
-   `--churn-seconds`, once with quotaguard's webhooks registered and once with them removed;
-   the API server's own histograms give the added admission latency (per quotaguard webhook,
-   `apiserver_admission_webhook_admission_duration_seconds`, and pod create with against
-   without); the leader's writes, CPU and wall seconds are sampled per interval.
-4. Convergence: 10% of the nodes cordoned, then uncordoned; from the first plan on the new
-   capacity, the intervals (plans) until one plans every queue at its target, against what
-   the step limit implies (`follow_change`), whether the writes landed, and every
+   `--churn-seconds`, once with quotaguard's webhooks registered and once with them removed
+   (and, with quotaguard's webhooks, once more at `--low-rate`, and with `--webhook-nice` once
+   with the replicas at that CPU priority); the API server's own histograms give the added
+   admission latency (per quotaguard webhook,
+   `apiserver_admission_webhook_admission_duration_seconds`, Kueue's webhooks in the same
+   window as the yardstick, and pod create with against without) beside the replicas' own
+   answer time; the leader's writes, plan CPU, CPU and wall seconds are sampled per interval,
+   its watch events per second counted, and the time its pod watch takes to see the last
+   create measured.
+4. Convergence: 10% of the nodes cordoned, then uncordoned, then the burst tenant (no pods
+   before) asks `--burst-pods` x 4 GPUs and then as much again; from the first plan on the new
+   capacity (or demand), the intervals (plans) until one plans every queue at its target,
+   against what the step limit implies (`follow_change`), whether the writes landed, and every
    ClusterQueue version read back from etcd against the invariants; each direction is bounded
    by CONVERGENCE_BUDGET_S and says `timed_out` when it ran out.
 5. Leadership: the leading controller killed with SIGKILL mid-churn; time until the other
@@ -1125,7 +1131,7 @@ def main() -> int:
     parser.add_argument(
         "--webhook-nice",
         type=int,
-        default=-10,
+        default=0,
         help="a second churn with quotaguard's webhooks, its replicas (and the round-robin) at "
         "this CPU priority, as a webhook pod with CPU of its own would run; 0: no such churn",
     )
@@ -1134,6 +1140,13 @@ def main() -> int:
         type=int,
         default=10,
         help=f"the burst tenant's pods of {BURST_POD_GPUS} GPUs before its demand doubles",
+    )
+    parser.add_argument(
+        "--low-rate",
+        type=float,
+        default=10.0,
+        help="one more churn with quotaguard's webhooks at this rate, where the API server is "
+        "not short of CPU; 0: none",
     )
     args = parser.parse_args()
     toolchain = build.toolchain()
@@ -1240,6 +1253,12 @@ def main() -> int:
                 **churn_phase(cluster, api, churn, controllers, args, webhooks=webhooks),
             }
             prioritize(front_pids, 0)
+        if args.low_rate:
+            print(f"churn with quotaguard's webhooks, {args.low_rate}/s", flush=True)
+            slow = argparse.Namespace(**{**vars(args), "rate": args.low_rate})
+            results["churn_with_low_rate"] = churn_phase(
+                cluster, api, churn, controllers, slow, webhooks=webhooks
+            )
         cluster.unregister_webhooks(webhook_configs)
         time.sleep(3)
         print("churn without quotaguard's webhooks (same run, pods sent as it rewrites them)")
@@ -1405,6 +1424,10 @@ def main() -> int:
         "added_p99_ms_webhooks_prioritized": (results.get("churn_with_priority") or {}).get(
             "quotaguard_added_p99_ms"
         ),
+        "added_p99_ms_at_low_rate": (results.get("churn_with_low_rate") or {}).get(
+            "quotaguard_added_p99_ms"
+        ),
+        "kueue_webhooks_same_window": with_.get("kueue_webhooks"),
         "watch_events_per_s": controller.get("watch_events_per_s"),
         "watch_caught_up_s": controller.get("watch_caught_up_s"),
     }
