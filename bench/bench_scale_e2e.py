@@ -1299,16 +1299,19 @@ def main() -> int:
         whole = capacity(all_nodes, policy_document)
         kept = capacity(kept_nodes, policy_document)
         print(f"demand: the burst tenant asks {args.burst_pods} x {BURST_POD_GPUS}, then twice")
+        # one history per direction: the API server compacts etcd every 5 minutes
         history = EtcdHistory(cluster).begin()
         asked = burst(churn, args.burst_pods) * BURST_POD_GPUS
         settled = follow_change(
             leader, burst_demand, lambda seen: seen["demand"] >= asked, rebalance
         )
+        burst_versions = history.versions()
+        history = EtcdHistory(cluster).begin()
         asked += burst(churn, args.burst_pods) * BURST_POD_GPUS
         doubled = follow_change(
             leader, burst_demand, lambda seen: seen["demand"] >= asked, rebalance
         )
-        burst_versions = history.versions()
+        burst_versions += history.versions()
         cut_versions, over_again = over_after_fitting(nominal_sums(cut, policy_document), kept)
         problems = [
             *history_problems(cut, policy_document, whole, check_steps=False),

@@ -379,8 +379,14 @@ class EtcdHistory:
         return self
 
     def versions(self, quiet: float = 1.5) -> list[Version]:
-        """The state at the start revision (LISTED), then every PUT and DELETE after it."""
+        """The state at the start revision (LISTED), then every PUT and DELETE after it, up to
+        the revision current when called: reading stops at the first event past it (Kueue
+        writes ClusterQueue status all the time on a busy cluster, so the stream may never go
+        quiet) or when nothing comes for `quiet` seconds."""
         found: list[Version] = []
+        until = int(
+            _etcd_post(self.cluster, "/v3/kv/range", {"key": _b64("/")})["header"]["revision"]
+        )
         listed = _etcd_post(
             self.cluster,
             "/v3/kv/range",
@@ -404,9 +410,12 @@ class EtcdHistory:
                     break
                 if not line:
                     break
-                for event in (json.loads(line).get("result") or {}).get("events") or []:
+                events = (json.loads(line).get("result") or {}).get("events") or []
+                for event in events:
                     kv = event["kv"]
                     name, revision = _name(kv["key"]), int(kv["mod_revision"])
+                    if revision > until:
+                        return found
                     if event.get("type") == "DELETE":
                         found.append(Version("DELETE", name, revision, {}))
                     else:
