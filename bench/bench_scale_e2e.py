@@ -30,7 +30,7 @@ Phases, each bounded in time and count, everything on 127.0.0.1:
    its watch events per second counted, and the time its pod watch takes to see the last
    create measured.
 4. Convergence: 10% of the nodes cordoned, then uncordoned, then the burst tenant (no pods
-   before) asks `--burst-pods` x 4 GPUs and then as much again; from the first plan on the new
+   before) asks what it holds (at least `--burst-pods` x 4 GPUs) and then as much again; from the first plan on the new
    capacity (or demand), the intervals (plans) until one plans every queue at its target,
    against what the step limit implies (`follow_change`), whether the writes landed, and every
    ClusterQueue version read back from etcd against the invariants; each direction is bounded
@@ -170,7 +170,7 @@ def policy(tenants: int) -> dict[str, Any]:
             "quota": {
                 tenant_class(i): {
                     "guaranteed": CLASSES[tenant_class(i)][1],
-                    "max": CLASSES[tenant_class(i)][2],
+                    "max": BURST_MAX if i == BURST_TENANT else CLASSES[tenant_class(i)][2],
                 }
             },
             "rewrite": [{"to": tenant_class(i)}],
@@ -227,6 +227,7 @@ def local_queue(index: int) -> dict[str, Any]:
 
 BURST_TENANT = 0  # no pods but its own: the demand phase doubles what it asks for (h100)
 BURST_POD_GPUS = 4
+BURST_MAX = 2000  # its max never binds: the demand phase measures demand, not the ceiling
 
 
 def pod_tenant(serial: int, tenants: int) -> int:
@@ -1141,7 +1142,8 @@ def main() -> int:
         "--burst-pods",
         type=int,
         default=10,
-        help=f"the burst tenant's pods of {BURST_POD_GPUS} GPUs before its demand doubles",
+        help=f"at least this many pods of {BURST_POD_GPUS} GPUs for the burst tenant before its "
+        "demand doubles (more when it holds more)",
     )
     parser.add_argument(
         "--low-rate",
@@ -1300,16 +1302,21 @@ def main() -> int:
         raised = history.versions()
         whole = capacity(all_nodes, policy_document)
         kept = capacity(kept_nodes, policy_document)
-        print(f"demand: the burst tenant asks {args.burst_pods} x {BURST_POD_GPUS}, then twice")
-        # one history per direction: the API server compacts etcd every 5 minutes
+        print("demand: the burst tenant asks what it holds, then twice that", flush=True)
+        # Its demand first reaches what it holds now (its nominal is its weighted share,
+        # lendable, whatever it asks below that), then doubles: above what it holds, so the
+        # plan must raise it and cut others. One history per direction: the API server compacts
+        # etcd every 5 minutes.
+        before_burst = burst_demand(leader.report() or {"tenants": []})
+        first_pods = max(args.burst_pods, math.ceil(before_burst["target"] / BURST_POD_GPUS))
         history = EtcdHistory(cluster).begin()
-        asked = burst(churn, args.burst_pods) * BURST_POD_GPUS
+        asked = burst(churn, first_pods) * BURST_POD_GPUS
         settled = follow_change(
             leader, burst_demand, lambda seen: seen["demand"] >= asked, rebalance
         )
         burst_versions = history.versions()
         history = EtcdHistory(cluster).begin()
-        asked += burst(churn, args.burst_pods) * BURST_POD_GPUS
+        asked += burst(churn, first_pods) * BURST_POD_GPUS
         doubled = follow_change(
             leader, burst_demand, lambda seen: seen["demand"] >= asked, rebalance
         )
@@ -1332,6 +1339,8 @@ def main() -> int:
             "after_uncordon": up,
             "history_steps_the_step_limit_implies": implied_intervals(raised, rebalance),
             "burst_tenant": tenant_name(BURST_TENANT),
+            "burst_before": before_burst,
+            "burst_pods_per_step": first_pods,
             "after_burst": settled,
             "after_demand_doubled": doubled,
             "queue_versions": len(cut) + len(raised) + len(burst_versions),
