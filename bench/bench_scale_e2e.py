@@ -30,8 +30,9 @@ Phases, each bounded in time and count, everything on 127.0.0.1:
    its watch events per second counted, and the time its pod watch takes to see the last
    create measured.
 4. Convergence: 10% of the nodes cordoned, then uncordoned, then the burst tenant (no pods
-   before) asks what it holds (at least `--burst-pods` x 4 GPUs) and then as much again; from the first plan on the new
-   capacity (or demand), the intervals (plans) until one plans every queue at its target,
+   before) asks what it holds (at least `--burst-pods` x 4 GPUs) and then as much again;
+   from the first plan on the new capacity (or demand), the intervals (plans) until one plans
+   every queue at its target,
    against what the step limit implies (`follow_change`), whether the writes landed, and every
    ClusterQueue version read back from etcd against the invariants; each direction is bounded
    by CONVERGENCE_BUDGET_S and says `timed_out` when it ran out.
