@@ -468,3 +468,25 @@ def test_kueue_reinvoked_if_needed_gates_the_pod_even_behind(chain: Chain) -> No
         assert labels(pod)[MANAGED_LABEL] == "true"
     finally:
         cluster.kubectl("delete", "pod", "reinvoked", "-n", "inference", "--wait=false")
+
+
+def test_a_bare_gpu_pod_costs_quotaguard_one_mutate_and_one_validate_call(chain: Chain) -> None:
+    """Kueue's webhook changes the Pod after quotaguard's (label, gate), so the API server would
+    call quotaguard's mutating webhook again (reinvocationPolicy IfNeeded); the Pod already
+    carries quotaguard's decision and Kueue's gate, so the `not-yet-decided-by-quotaguard`
+    matchCondition keeps that call from being sent. Validation still judges the Pod."""
+    cluster = chain.cluster
+    before = chain.answers()
+    pod = created(cluster, inference_pod("two-calls"))
+    try:
+        after = chain.answers()
+        assert ADMISSION_GATE in gates(pod) and labels(pod)[QUEUE_LABEL] == "inference"
+        calls = {
+            operation: sum(
+                after[key] - before.get(key, 0) for key in after if key.startswith(f"{operation}/")
+            )
+            for operation in ("mutate", "validate")
+        }
+        assert calls == {"mutate": 1, "validate": 1}
+    finally:
+        cluster.kubectl("delete", "pod", "two-calls", "-n", "inference", "--wait=false")
