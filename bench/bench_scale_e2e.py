@@ -360,7 +360,7 @@ class Churn:
         self.rewritten = False
         self.newest_version = 0
 
-    def _next(self) -> int:
+    def next_serial(self) -> int:
         with self.lock:
             self.serial += 1
             return self.serial
@@ -376,6 +376,24 @@ class Churn:
         if str(version).isdigit():
             with self.lock:
                 self.newest_version = max(self.newest_version, int(version))
+
+    def post(self, manifest: dict[str, Any]) -> int:
+        """Create one pod; its status is counted, its latency and resourceVersion kept; returns
+        the status (0: no answer)."""
+        namespace = manifest["metadata"]["namespace"]
+        t0 = time.monotonic()
+        try:
+            status, body = self.api.request(
+                "POST", f"/api/v1/namespaces/{namespace}/pods", manifest
+            )
+        except OSError:
+            status, body = 0, None
+        self._count(status)
+        if status == 201:
+            self._created_at(body)
+        with self.lock:
+            self.latencies.append(time.monotonic() - t0)
+        return status
 
     def create(
         self, *, rate: float | None, seconds: float, limit: int, lifetime: float | None
@@ -398,23 +416,11 @@ class Churn:
                     pause = due - time.monotonic()
                     if pause > 0:
                         time.sleep(pause)
-                manifest = gpu_pod(self._next(), self.tenants, rewritten=self.rewritten)
-                namespace = manifest["metadata"]["namespace"]
-                t0 = time.monotonic()
-                try:
-                    status, body = self.api.request(
-                        "POST", f"/api/v1/namespaces/{namespace}/pods", manifest
-                    )
-                except OSError:
-                    status, body = 0, None
-                self._count(status)
-                if status == 201:
-                    self._created_at(body)
-                with self.lock:
-                    self.latencies.append(time.monotonic() - t0)
-                if status == 201 and lifetime is not None:
+                manifest = gpu_pod(self.next_serial(), self.tenants, rewritten=self.rewritten)
+                if self.post(manifest) == 201 and lifetime is not None:
+                    metadata = manifest["metadata"]
                     self.to_delete.put(
-                        (time.monotonic() + lifetime, namespace, manifest["metadata"]["name"])
+                        (time.monotonic() + lifetime, metadata["namespace"], metadata["name"])
                     )
 
         threads = [
@@ -814,6 +820,7 @@ def churn_phase(
         result["profiles"] = {name: p.summary() for name, p in profiles.items()}
     if watched is not None:
         planned = intervals(leader_after) - intervals(leader_before)
+        events_before = watch_events(leader_before)
         cost = watched.since()
         result["controller"] = {
             **cost,
@@ -824,7 +831,7 @@ def churn_phase(
             # what the watches decoded over the window (creations, deletions, every status
             # change), and how long after the last create its pod was in the cache
             "watch_events_per_s": {
-                resource: round((count - watch_events(leader_before).get(resource, 0)) / window, 1)
+                resource: round((count - events_before.get(resource, 0)) / window, 1)
                 for resource, count in sorted(watch_events(leader_after).items())
             },
             "watch_caught_up_s": catch_up,
@@ -1004,14 +1011,13 @@ def burst_demand(report: Mapping[str, Any]) -> dict[str, int]:
 def burst(churn: Churn, pods: int) -> int:
     """`pods` pods of BURST_POD_GPUS GPUs for the burst tenant, through quotaguard's webhook;
     returns how many were created."""
-    created = 0
     for _ in range(pods):
-        manifest = gpu_pod(churn._next(), churn.tenants, tenant=BURST_TENANT, gpus=BURST_POD_GPUS)
-        namespace = manifest["metadata"]["namespace"]
-        status, body = churn.api.request("POST", f"/api/v1/namespaces/{namespace}/pods", manifest)
-        assert status == 201, body
-        created += 1
-    return created
+        manifest = gpu_pod(
+            churn.next_serial(), churn.tenants, tenant=BURST_TENANT, gpus=BURST_POD_GPUS
+        )
+        status = churn.post(manifest)
+        assert status == 201, f"the burst tenant's pod {manifest['metadata']['name']}: {status}"
+    return pods
 
 
 def nominal_sums(

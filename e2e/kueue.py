@@ -352,6 +352,11 @@ def _etcd_post(cluster: Cluster, path: str, body: Mapping[str, Any]) -> Any:
         return json.load(response)
 
 
+def _current_revision(cluster: Cluster) -> int:
+    """etcd's revision now (the header of any range answer carries it)."""
+    return int(_etcd_post(cluster, "/v3/kv/range", {"key": _b64("/")})["header"]["revision"])
+
+
 def _prefix_range(prefix: str) -> dict[str, str]:
     end = prefix[:-1] + chr(ord(prefix[-1]) + 1)
     return {"key": _b64(prefix), "range_end": _b64(end)}
@@ -374,8 +379,7 @@ class EtcdHistory:
 
     def begin(self) -> EtcdHistory:
         """Remember the current revision: `versions()` starts from the state there."""
-        header = _etcd_post(self.cluster, "/v3/kv/range", {"key": _b64("/")})["header"]
-        self.start = int(header["revision"])
+        self.start = _current_revision(self.cluster)
         return self
 
     def versions(self, quiet: float = 1.5) -> list[Version]:
@@ -384,9 +388,7 @@ class EtcdHistory:
         writes ClusterQueue status all the time on a busy cluster, so the stream may never go
         quiet) or when nothing comes for `quiet` seconds."""
         found: list[Version] = []
-        until = int(
-            _etcd_post(self.cluster, "/v3/kv/range", {"key": _b64("/")})["header"]["revision"]
-        )
+        until = _current_revision(self.cluster)
         listed = _etcd_post(
             self.cluster,
             "/v3/kv/range",
