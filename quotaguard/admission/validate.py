@@ -37,7 +37,7 @@ from quotaguard.admission.workload import (
     template_views,
 )
 from quotaguard.kube.kinds import kind_of
-from quotaguard.kube.podspec import PLAIN_GPU, pod_gpus, workload_kind
+from quotaguard.kube.podspec import PLAIN_GPU, containers, pod_gpus, workload_kind
 from quotaguard.kube.quantity import parse_gpu_count
 from quotaguard.policy.model import Tenant, TenantPolicy
 
@@ -308,11 +308,11 @@ def _max_per_pod(
     total = sum((count * worth(r) for r, count in reserved.items()), Fraction(0))
     if total <= ceiling:
         return None
-    init_note = (
-        "; init containers count as the largest one"
-        if any(c.init for c in view.gpu_containers)
-        else ""
-    )
+    init_note = ""
+    if any(c.init for c in view.gpu_containers):
+        init_note = "; init containers count as the largest one"
+        if any(ref.sidecar for ref in containers(view.spec)):
+            init_note += ", each beside the sidecars declared before it"
     where = f"{view.name} " if view.name else ""
     unit = "GPU-equivalent" if limit == 1 else "GPU-equivalents"
     return Denial(

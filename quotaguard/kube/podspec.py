@@ -198,17 +198,33 @@ def _looks_like_gpu(resource: str) -> bool:
 
 
 def pod_gpus(spec: Mapping[str, Any], gpu_resources: frozenset[str]) -> dict[str, int]:
-    """What the scheduler reserves for a pod: regular containers plus sidecars, or the largest
-    single init container when that is more."""
+    """What the scheduler reserves for a pod, per resource, as Kubernetes counts it
+    (k8s.io/component-helpers resource.PodRequests): the larger of the regular containers plus
+    every sidecar (an init container with `restartPolicy: Always`, which keeps running), and
+    the peak of the init phase, where init container i runs beside the sidecars declared
+    before it. Pod overhead holds no GPUs."""
     running: dict[str, int] = {}
+    sidecars: dict[str, int] = {}  # the sidecars started so far, during the init phase
     init_peak: dict[str, int] = {}
     for ref in containers(spec):
         amounts = container_gpus(ref.container, gpu_resources)
-        for resource, count in amounts.items():
-            if ref.init and not ref.sidecar:
-                init_peak[resource] = max(init_peak.get(resource, 0), count)
-            else:
-                running[resource] = running.get(resource, 0) + count
+        if not ref.init:
+            _add(running, amounts)
+            continue
+        if ref.sidecar:
+            _add(running, amounts)
+            _add(sidecars, amounts)
+            during = sidecars
+        else:
+            during = dict(sidecars)
+            _add(during, amounts)
+        for resource, count in during.items():
+            init_peak[resource] = max(init_peak.get(resource, 0), count)
     for resource, count in init_peak.items():
         running[resource] = max(running.get(resource, 0), count)
     return {resource: count for resource, count in running.items() if count > 0}
+
+
+def _add(total: dict[str, int], amounts: Mapping[str, int]) -> None:
+    for resource, count in amounts.items():
+        total[resource] = total.get(resource, 0) + count
