@@ -1,5 +1,6 @@
-"""The webhooks' matchConditions: only objects that ask for an nvidia.com/ resource are sent to
-quotaguard, for each kind's pod-spec location, and odd objects are "not sent" rather than an
+"""The webhooks' matchConditions: only objects that ask for a GPU are sent to quotaguard (an
+nvidia.com/ resource, a resource whose name looks like an accelerator such as amd.com/gpu, or
+KAI scheduler's gpu-fraction / gpu-memory annotations), for each kind's pod-spec location, and odd objects are "not sent" rather than an
 evaluation error (which failurePolicy Fail would turn into a rejected request). Pods are sent
 on UPDATE only when a container holds a plain nvidia.com/gpu next to another nvidia.com/
 resource, as re-applying a rewritten Pod's manifest leaves it. The mutating Pod CREATE webhook
@@ -100,11 +101,26 @@ SPLIT = {
 MIG = {"name": "main", "image": "x", "resources": {"requests": {"nvidia.com/mig-1g.10gb": "1"}}}
 SHARED = {"name": "main", "image": "x", "resources": {"limits": {"nvidia.com/gpu.shared": "1"}}}
 CPU = {"name": "main", "image": "x", "resources": {"limits": {"cpu": "1"}}}
+
+
+def asking(resources: dict[str, str], section: str = "limits") -> dict[str, Any]:
+    return {"name": "main", "image": "x", "resources": {section: resources}}
+
+
+# GPUs under other names: each must reach quotaguard, which counts it or refuses it by name.
+MIG_ME = asking({"nvidia.com/mig-1g.10gb.me": "1"})
+AMD = asking({"amd.com/gpu": "1", "cpu": "1"})
+INTEL = asking({"gpu.intel.com/i915": "1"}, "requests")
+GAUDI = asking({"habana.ai/gaudi": "8"})
+HAMI_ONLY = asking({"nvidia.com/gpumem": "8000"})
+# Extended resources that are no accelerator: not sent.
+NICS = asking({"rdma/hca": "1", "example.com/inputs": "2", "intel.com/sriov": "1"})
+KAI_SHARE = {"gpu-fraction": "0.5"}
 BARE = {"name": "main", "image": "x"}
 
 
-def spec(*containers: Any, init: tuple[Any, ...] = ()) -> dict[str, Any]:
-    found: dict[str, Any] = {"containers": list(containers)}
+def spec(*containers: Any, init: tuple[Any, ...] = (), **fields: Any) -> dict[str, Any]:
+    found: dict[str, Any] = {"containers": list(containers), **fields}
     if init:
         found["initContainers"] = list(init)
     return found
@@ -143,6 +159,17 @@ OBJECTS: dict[str, tuple[str, dict[str, Any], bool]] = {
     "pod-mig-request": ("pods", {"spec": spec(MIG)}, True),
     "pod-shared": ("pods", {"spec": spec(CPU, SHARED)}, True),
     "pod-gpu-in-init": ("pods", {"spec": spec(BARE, init=(GPU,))}, True),
+    "pod-mig-with-media-extensions": ("pods", {"spec": spec(MIG_ME)}, True),
+    "pod-amd-gpu": ("pods", {"spec": spec(CPU, AMD)}, True),
+    "pod-intel-gpu-in-init": ("pods", {"spec": spec(BARE, init=(INTEL,))}, True),
+    "pod-hami-share-only": ("pods", {"spec": spec(HAMI_ONLY)}, True),
+    "pod-kai-share": (
+        "pods",
+        {"metadata": {"annotations": KAI_SHARE}, "spec": spec(CPU, schedulerName="kai")},
+        True,
+    ),
+    "pod-other-extended-resources": ("pods", {"spec": spec(NICS)}, False),
+    "pod-odd-annotations": ("pods", {"metadata": {"annotations": "x"}, "spec": spec(CPU)}, False),
     "pod-cpu": ("pods", {"spec": spec(CPU)}, False),
     "pod-no-resources": ("pods", {"spec": spec(BARE)}, False),
     "pod-nulls": ("pods", {"spec": {"containers": [{"resources": None}, None]}}, False),
@@ -154,6 +181,12 @@ OBJECTS: dict[str, tuple[str, dict[str, Any], bool]] = {
     "pod-no-spec": ("pods", {"metadata": {"name": "x"}}, False),
     "job-gpu": ("jobs", job(spec(GPU)), True),
     "job-reapplied": ("jobs", job(spec(REAPPLIED)), True),
+    "job-gaudi": ("jobs", job(spec(GAUDI)), True),
+    "job-kai-share-on-template": (
+        "jobs",
+        {"spec": {"template": {"metadata": {"annotations": KAI_SHARE}, "spec": spec(CPU)}}},
+        True,
+    ),
     "job-cpu": ("jobs", job(spec(CPU)), False),
     "job-no-template": ("jobs", {"spec": {}}, False),
     "jobset-gpu-in-second": ("jobsets", jobset(spec(CPU), spec(GPU)), True),

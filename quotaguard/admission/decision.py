@@ -26,6 +26,7 @@ Rule = Literal[
     "scheduler-not-allowed",  # a schedulerName other than the backend's or allowedSchedulers
     "unmatched-namespace",  # GPUs in a namespace no tenant owns, with unmatchedNamespaces: deny
     "node-selector-conflict",  # the pod's nodeSelector contradicts its class's nodeSelector
+    "gpu-not-governed",  # a GPU no class counts: HAMi shares, another vendor's, KAI annotations
 ]
 
 

@@ -28,6 +28,7 @@ from quotaguard.admission.names import (
 from quotaguard.admission.patch import PatchBuilder
 from quotaguard.admission.restore import restore
 from quotaguard.admission.swap import swap_resource, whole_gpus
+from quotaguard.admission.ungoverned import asks_ungoverned
 from quotaguard.admission.workload import (
     GpuContainer,
     TemplateView,
@@ -85,8 +86,13 @@ def mutate(
     if tenant is None:
         return ALLOWED
     views = template_views(obj, policy.gpu_resources)
-    # A pod of a Job was made from a template this webhook already rewrote.
-    if not has_gpus(views) or owned_by_workload(obj, views, creator_trusted=creator_trusted):
+    # A pod of a Job was made from a template this webhook already rewrote. GPUs no quota
+    # counts are not rewritten halfway: validation refuses them.
+    if (
+        not has_gpus(views)
+        or owned_by_workload(obj, views, creator_trusted=creator_trusted)
+        or asks_ungoverned(views)
+    ):
         return ALLOWED
     state = _Mutation(PatchBuilder(obj), [], [], [])
     single_template = len(views) == 1 and views[0].template.metadata_pointer == "/metadata"

@@ -28,6 +28,7 @@ from quotaguard.admission.names import (
     VOLCANO_QUEUE_ANNOTATION,
     VOLCANO_SCHEDULER,
 )
+from quotaguard.admission.ungoverned import ungoverned_denials
 from quotaguard.admission.workload import (
     GpuContainer,
     TemplateView,
@@ -76,7 +77,7 @@ def validate(
     if tenant is None and policy.spec.unmatched_namespaces == "deny":
         denials.append(_unmatched(policy, namespace))
     for view in views:
-        denials.extend(_template(policy, tenant, view))
+        denials.extend(_gpu_rules(policy, tenant, view))
     refs = queue_refs(obj, views)
     denials.extend(_queue_isolation(policy, tenant, namespace, refs, strict=strict))
     if strict:
@@ -104,7 +105,7 @@ def _update(
     judged: list[Denial] = []
     if old_object is None or _gpu_requests(old_views) != _gpu_requests(views):
         for view in views:
-            judged.extend(_template(policy, tenant, view))
+            judged.extend(_gpu_rules(policy, tenant, view))
     if old_object is None or queue_refs(old_object, old_views) != refs:
         judged.extend(_queue_isolation(policy, tenant, namespace, refs, strict=strict))
     schedulers = scheduler_refs(obj, views)
@@ -115,11 +116,17 @@ def _update(
 
 def _gpu_requests(views: list[TemplateView]) -> list[tuple[str, str, str]]:
     """What the GPU containers of some templates ask for, comparable across two versions."""
-    return [
-        (container.label, repr(dict(container.limits)), repr(dict(container.requests)))
+    found = [
+        (
+            container.label,
+            repr(dict(container.limits)),
+            repr({**container.requests, **container.ungoverned}),
+        )
         for view in views
         for container in view.gpu_containers
     ]
+    found.extend((view.name or "", "shares", repr(view.scheduler_shares)) for view in views)
+    return found
 
 
 def _decision(tenant: Tenant | None, denials: list[Denial]) -> Decision:
@@ -130,6 +137,13 @@ def _decision(tenant: Tenant | None, denials: list[Denial]) -> Decision:
 
 def _who(tenant: Tenant | None) -> str:
     return f'tenant "{tenant.name}": ' if tenant else ""
+
+
+def _gpu_rules(policy: TenantPolicy, tenant: Tenant | None, view: TemplateView) -> Iterator[Denial]:
+    """Every GPU rule on one template: GPUs no quota counts, then the counted ones."""
+    if tenant is not None:
+        yield from ungoverned_denials(policy, tenant, view)
+    yield from _template(policy, tenant, view)
 
 
 def _template(policy: TenantPolicy, tenant: Tenant | None, view: TemplateView) -> Iterator[Denial]:

@@ -9,24 +9,33 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from dataclasses import field as dataclass_field
 from types import MappingProxyType
 from typing import Any, NoReturn
 
-from quotaguard.admission.names import REWRITE_HINT, TENANT_ANNOTATION
+from quotaguard.admission.names import (
+    DEFAULT_SCHEDULER,
+    REWRITE_HINT,
+    TENANT_ANNOTATION,
+    VOLCANO_SCHEDULER,
+)
 from quotaguard.admission.shape import check_object, pointer_where, wrong
 from quotaguard.kube.kinds import owned_by_handled_kind
-from quotaguard.kube.names import MIG_PREFIX
+from quotaguard.kube.names import KAI_SHARE_ANNOTATIONS, MIG_PREFIX
 from quotaguard.kube.podspec import (
     KNOWN_GPU_RESOURCES,
     TRAINER_CONTAINER,
     PodTemplate,
     is_gpu_resource,
     pod_templates,
+    ungoverned_gpu_resource,
 )
 from quotaguard.kube.quantity import QuantityError, parse_quantity
 
 _EMPTY: Mapping[str, Any] = MappingProxyType({})
 _CONTAINER_LISTS = ("initContainers", "containers")
+# Schedulers that ignore KAI's share annotations: on them the annotations ask for nothing.
+_SHARE_BLIND_SCHEDULERS = (DEFAULT_SCHEDULER, VOLCANO_SCHEDULER)
 
 
 def as_map(value: object) -> Mapping[str, Any]:
@@ -49,6 +58,9 @@ class GpuContainer:
     init: bool
     limits: Mapping[str, Any]  # GPU resources only, values as written
     requests: Mapping[str, Any]
+    # GPUs no class counts (HAMi's shares, other vendors' accelerators: see
+    # `podspec.ungoverned_gpu_resource`), from limits and requests, values as written
+    ungoverned: Mapping[str, Any] = dataclass_field(default_factory=lambda: _EMPTY)
 
     @property
     def resources(self) -> list[str]:
@@ -74,6 +86,18 @@ class TemplateView:
     @property
     def node_selector(self) -> Mapping[str, Any]:
         return as_map(self.template.spec.get("nodeSelector"))
+
+    @property
+    def scheduler_shares(self) -> dict[str, Any]:
+        """KAI scheduler's GPU-share annotations of the pod template (`gpu-fraction`, ...),
+        when a scheduler other than the default or Volcano's would read them."""
+        annotations = self.template.metadata.get("annotations")
+        if not isinstance(annotations, dict) or not annotations or not self.template.placeable:
+            return {}
+        found = {k: annotations[k] for k in KAI_SHARE_ANNOTATIONS if k in annotations}
+        if found and self.spec.get("schedulerName") in (None, "", *_SHARE_BLIND_SCHEDULERS):
+            return {}
+        return found
 
     @property
     def rewrite_enabled(self) -> bool:
@@ -167,7 +191,8 @@ def _gpu_container(
     if limits is None or requests is None:
         section = "limits" if limits is None else "requests"
         _odd(root, template, field, index, "a map", resources[section], "resources", section)
-    if not limits and not requests:
+    ungoverned = _ungoverned(resources, gpu_resources)
+    if not limits and not requests and not ungoverned:
         return None
     name = container.get("name")
     if not isinstance(name, str):
@@ -182,6 +207,7 @@ def _gpu_container(
         init=field == "initContainers",
         limits=limits,
         requests=requests,
+        ungoverned=ungoverned,
     )
 
 
@@ -197,9 +223,10 @@ def _trainer_container(
     if limits is None or requests is None:
         section = "limits" if limits is None else "requests"
         wrong(pointer_where(root, pointer, section), "a map", resources[section])
-    if not limits and not requests:
+    ungoverned = _ungoverned(resources, gpu_resources)
+    if not limits and not requests and not ungoverned:
         return []
-    return [GpuContainer(TRAINER_CONTAINER, pointer, pointer, False, limits, requests)]
+    return [GpuContainer(TRAINER_CONTAINER, pointer, pointer, False, limits, requests, ungoverned)]
 
 
 def _odd(
@@ -253,8 +280,29 @@ def _gpu_entries(section: object, gpu_resources: frozenset[str]) -> Mapping[str,
     return found or _EMPTY
 
 
+def _ungoverned(resources: Mapping[str, Any], gpu_resources: frozenset[str]) -> Mapping[str, Any]:
+    """The GPUs of `limits` and `requests` no class counts (see `GpuContainer.ungoverned`);
+    the sections are known to be maps or absent. Names without a `/` (cpu, memory) are never
+    extended resources, so most containers cost a string search per resource."""
+    found: dict[str, Any] | None = None
+    for section in ("requests", "limits"):
+        for name, value in as_map(resources.get(section)).items():
+            if (
+                isinstance(name, str)
+                and "/" in name
+                and ungoverned_gpu_resource(name, gpu_resources)
+                and not _zero(value)
+            ):
+                if found is None:
+                    found = {}
+                found[name] = value
+    return found or _EMPTY
+
+
 def has_gpus(views: list[TemplateView]) -> bool:
-    return any(view.gpu_containers for view in views)
+    """Some template asks for a GPU: a GPU resource (counted or not), or a GPU share by
+    annotation (`TemplateView.scheduler_shares`)."""
+    return any(view.gpu_containers or view.scheduler_shares for view in views)
 
 
 def owned_by_workload(

@@ -21,3 +21,22 @@ MIG_PREFIX = "nvidia.com/mig-"
 # The prefixes of every GPU resource name, for byte-level pre-filters; which names count as
 # GPUs (by exact name: not HAMi's nvidia.com/gpumem) is kube.podspec.is_gpu_resource.
 GPU_PREFIXES = (GPU_RESOURCE, MIG_PREFIX)
+
+# GPUs that are not counted in whole units, so no quota can hold them (see
+# kube.podspec.ungoverned_gpu_resource): HAMi's shares of an NVIDIA GPU (next to its
+# nvidia.com/gpu, the number of virtual GPUs) ...
+HAMI_RESOURCES = frozenset(
+    {"nvidia.com/gpumem", "nvidia.com/gpumem-percentage", "nvidia.com/gpucores"}
+)
+# ... and any extended resource whose name looks like a GPU or another accelerator (amd.com/gpu,
+# gpu.intel.com/i915, gpu.intel.com/xe, habana.ai/gaudi, aws.amazon.com/neuron, google.com/tpu,
+# huawei.com/Ascend910, cambricon.com/mlu, ...). One pattern for Python's re and for the CEL
+# matches() (RE2) of the webhook registrations alike: a search, not anchored, no backslashes.
+ACCELERATOR_PATTERN = (
+    "(?i)(gpu|cuda|neuron|gaudi|habana|ascend|accel|fpga|qaic"
+    "|(^|[^a-z])(tpu|npu|xpu|ipu|mlu|dcu|gcu|vpu))"
+)
+# KAI scheduler's share of a GPU, asked for by pod annotations (no resource at all) with
+# `schedulerName: kai-scheduler`.
+KAI_SCHEDULER = "kai-scheduler"
+KAI_SHARE_ANNOTATIONS = ("gpu-fraction", "gpu-memory", "gpu-fraction-num-devices")

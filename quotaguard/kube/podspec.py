@@ -9,10 +9,17 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 from quotaguard.kube.kinds import appwrapper_path, kind_of, parse_path, walk
-from quotaguard.kube.names import GPU_RESOURCE, MIG_PREFIX, SHARED_GPU_RESOURCE
+from quotaguard.kube.names import (
+    ACCELERATOR_PATTERN,
+    GPU_RESOURCE,
+    HAMI_RESOURCES,
+    MIG_PREFIX,
+    SHARED_GPU_RESOURCE,
+)
 from quotaguard.kube.quantity import parse_gpu_count
 from quotaguard.kube.values import mapping as _mapping
 
@@ -20,9 +27,14 @@ PLAIN_GPU = GPU_RESOURCE  # the name admission reads it by
 # Resource names that count as GPUs even when no class of the policy names them: matched
 # exactly, so that other nvidia.com/ resources (HAMi's nvidia.com/gpumem, gpucores) never do.
 KNOWN_GPU_RESOURCES = frozenset({GPU_RESOURCE, SHARED_GPU_RESOURCE})
-# nvidia.com/mig-1g.10gb, mig-1g.10gb+me, mig-1c.3g.40gb: a MIG profile as the device plugin
+# nvidia.com/mig-1g.10gb, mig-1c.3g.40gb, and the profiles with media extensions or graphics:
+# mig-1g.10gb+me as NVIDIA names it, which the device plugin advertises as mig-1g.10gb.me
+# (a resource name has no `+`), also -me, .gfx, .me.all: a MIG profile as the device plugin
 # names it (the mixed strategy).
-_MIG_RESOURCE = re.compile(r"nvidia\.com/mig-(?:\d+c\.)?\d+g\.\d+gb(?:\+[a-z]+)?")
+_MIG_RESOURCE = re.compile(
+    r"nvidia\.com/mig-(?:\d+c\.)?\d+g\.\d+gb(?:[.+-][a-z][a-z0-9]*(?:[.+-][a-z0-9]+)*)?"
+)
+_ACCELERATOR = re.compile(ACCELERATOR_PATTERN)
 TRAINER_CONTAINER = "trainer"
 
 
@@ -194,6 +206,20 @@ def _looks_like_gpu(resource: str) -> bool:
     """`nvidia.com/gpu`, `nvidia.com/gpu.shared` or a MIG profile, by exact name."""
     return resource in KNOWN_GPU_RESOURCES or (
         resource.startswith(MIG_PREFIX) and _MIG_RESOURCE.fullmatch(resource) is not None
+    )
+
+
+@lru_cache(maxsize=1024)
+def ungoverned_gpu_resource(resource: str, gpu_resources: frozenset[str]) -> bool:
+    """A GPU no class of the policy counts: HAMi's shares of an NVIDIA GPU (`nvidia.com/gpumem`,
+    `gpucores`, `gpumem-percentage`), or an extended resource whose name looks like a GPU or
+    another accelerator (`amd.com/gpu`, `gpu.intel.com/i915`, `habana.ai/gaudi`, ...) that is
+    neither a policy class resource nor an NVIDIA GPU resource. Admission refuses these in a
+    tenant's namespace rather than pass them as "no GPU"."""
+    if is_gpu_resource(resource, gpu_resources):
+        return False
+    return resource in HAMI_RESOURCES or (
+        "/" in resource and _ACCELERATOR.search(resource) is not None
     )
 
 

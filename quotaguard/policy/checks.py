@@ -6,10 +6,11 @@ rejected some field: the user sees every problem in one pass.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from quotaguard.kube.names import GPU_RESOURCE, MIG_PREFIX
+from quotaguard.kube.names import ACCELERATOR_PATTERN, GPU_RESOURCE, MIG_PREFIX
 from quotaguard.kube.quantity import QuantityError, parse_duration, parse_quantity
 from quotaguard.kube.values import mapping as _map
 from quotaguard.policy.catalogue import matching_profiles
@@ -18,6 +19,8 @@ from quotaguard.policy.globs import overlapping_pairs
 from quotaguard.policy.listchecks import check_lists
 from quotaguard.policy.model import BEST_FIT, DEFAULT_EXEMPT
 from quotaguard.policy.problems import Problem
+
+_ACCELERATOR = re.compile(ACCELERATOR_PATTERN)
 
 
 def _items(value: object) -> list[tuple[int, Mapping[str, Any]]]:
@@ -128,14 +131,20 @@ def _gpu_class(
         )
     if isinstance(resource, str) and resource.startswith(MIG_PREFIX):
         yield from _mig_profile(path, gpu_class)
-    if isinstance(resource, str) and not resource.startswith("nvidia.com/"):
+    if isinstance(resource, str) and not _sent(resource):
         yield Problem(
             (*path, "resource"),
             f"the webhook registrations in webhook/ send a pod to quotaguard only when it "
-            f"names an nvidia.com/ resource; pods asking for {resource!r} alone are neither "
+            f"names an nvidia.com/ resource or one whose name looks like an accelerator "
+            f"(gpu, tpu, neuron, gaudi, ...); pods asking for {resource!r} alone are neither "
             "rewritten nor checked unless their matchConditions are widened",
             "warning",
         )
+
+
+def _sent(resource: str) -> bool:
+    """Whether the shipped matchConditions send a pod asking for `resource`."""
+    return resource.startswith("nvidia.com/") or _ACCELERATOR.search(resource) is not None
 
 
 def _shared_resources(

@@ -19,7 +19,12 @@ import yaml
 from quotaguard.admission.names import DEFAULT_SCHEDULER, TENANT_ANNOTATION
 from quotaguard.admission.owners import KUBE_CONTROLLERS
 from quotaguard.kube.kinds import BY_ID, KINDS, OWNER_KINDS, Kind, Step, parse_path
-from quotaguard.kube.names import KUEUE_ADMISSION_GATE, KUEUE_QUEUE_LABEL
+from quotaguard.kube.names import (
+    ACCELERATOR_PATTERN,
+    KAI_SHARE_ANNOTATIONS,
+    KUEUE_ADMISSION_GATE,
+    KUEUE_QUEUE_LABEL,
+)
 
 Operation = Literal["CREATE", "UPDATE"]
 Manifest = dict[str, Any]
@@ -33,12 +38,17 @@ PILOT_LABEL = "quotaguard.dev/pilot"
 # creation only when the queue label quotaguard adds is already there; see docs/deploy.md.
 MUTATING = "00-quotaguard-mutating"
 VALIDATING = "quotaguard-validating"
-REQUESTS_NVIDIA = "requests-nvidia-resources"
+REQUESTS_NVIDIA = "requests-gpu-resources"
 PLAIN_GPU_NEXT_TO_ANOTHER = "plain-gpu-next-to-another-nvidia-resource"
 HAS_COMPONENTS = "has-components"
 NOT_YET_DECIDED = "not-yet-decided-by-quotaguard"
 
-_ANY_NVIDIA = "c.resources[section].exists(name, name.startsWith('nvidia.com/'))"
+# A resource admission judges (`podspec.is_gpu_resource`, `ungoverned_gpu_resource`): any
+# nvidia.com/ resource (HAMi's too), and any whose name looks like an accelerator.
+_GPU_NAME = (
+    f"name.startsWith('nvidia.com/') || name.contains('/') && name.matches('{ACCELERATOR_PATTERN}')"
+)
+_ANY_NVIDIA = f"c.resources[section].exists(name, {_GPU_NAME})"
 _PLAIN_NEXT_TO_ANOTHER = (
     "'nvidia.com/gpu' in c.resources[section]\n"
     "&& c.resources[section].exists(name, name != 'nvidia.com/gpu'"
@@ -65,12 +75,19 @@ def _containers(spec: str, resources_check: str) -> str:
     )
 
 
+# A pod template's annotations ask KAI scheduler for a share of a GPU (gpu-fraction, ...).
+_SHARE_ANNOTATIONS = (
+    "type({value}) == map\n"
+    f"&& [{', '.join(repr(a) for a in KAI_SHARE_ANNOTATIONS)}].exists(a, a in {{value}})"
+)
+
+
 def _requirements(value: str) -> str:
-    """The ResourceRequirements map `value` names an nvidia.com/ resource."""
+    """The ResourceRequirements map `value` names a GPU resource."""
     return (
         f"['limits', 'requests'].exists(section, section in {value}"
         f" && type({value}[section]) == map\n"
-        f"  && {value}[section].exists(name, name.startsWith('nvidia.com/')))"
+        f"  && {value}[section].exists(name, {_GPU_NAME}))"
     )
 
 
@@ -109,11 +126,13 @@ def match_expression(kind: Kind, resources_check: str = _ANY_NVIDIA) -> str:
     for place in kind.templates:
         if place.form == "resources":
             leaf = "type({value}) == map\n&& " + _requirements("{value}")
-        else:
-            leaf = "type({value}) == map\n&& " + _containers("{value}", resources_check)
+            branches.append(_along("object", place.steps, leaf))
+            continue
+        leaf = "type({value}) == map\n&& " + _containers("{value}", resources_check)
         branches.append(_along("object", (*place.steps, Step("field", "spec")), leaf))
-        if place.form == "resources":
-            branches[-1] = _along("object", place.steps, leaf)
+        if resources_check == _ANY_NVIDIA:
+            annotations = (*place.steps, Step("field", "metadata"), Step("field", "annotations"))
+            branches.append(_along("object", annotations, _SHARE_ANNOTATIONS))
     if len(branches) == 1:
         return branches[0]
     return "\n|| ".join(f"({branch})" for branch in branches)
@@ -323,8 +342,10 @@ MUTATING_HEADER = """\
 # CREATE: failurePolicy Fail. An object that passes unrewritten while the webhook is unreachable
 # keeps its plain nvidia.com/gpu request and no queue label: it lands on a whole GPU outside the
 # tenant's quota, which is exactly what quotaguard exists to prevent. The blast radius of Fail
-# is kept small instead: the matchConditions send only objects that ask for an nvidia.com/
-# resource, kube-system, quotaguard-system and namespaces labelled quotaguard.dev/ignore=true
+# is kept small instead: the matchConditions send only objects that ask for a GPU (an
+# nvidia.com/ resource, a resource whose name looks like an accelerator such as amd.com/gpu
+# or habana.ai/gaudi, or KAI scheduler's gpu-fraction / gpu-memory annotations on a pod
+# template), kube-system, quotaguard-system and namespaces labelled quotaguard.dev/ignore=true
 # are never sent, and the webhook runs 2+ replicas with a PodDisruptionBudget. For a first
 # rollout use config/components/pilot/ (failurePolicy Ignore, one labelled namespace); see
 # docs/deploy.md.
@@ -339,7 +360,7 @@ MUTATING_HEADER = """\
 # only when a container holds a plain nvidia.com/gpu next to another nvidia.com/ resource
 # (what re-applying a rewritten Pod's manifest produces), so the frequent label, annotation
 # and scheduling-gate updates of GPU pods never reach quotaguard. Workload objects change
-# rarely: every update of one that asks for an nvidia.com/ resource is sent.
+# rarely: every update of one that asks for a GPU is sent.
 #
 # Pods on CREATE have a second condition, not-yet-decided-by-quotaguard: a Pod that already
 # carries quotaguard's decision is not sent. That is a Pod with the tenant stamp
@@ -376,8 +397,8 @@ VALIDATING_HEADER = """\
 #
 # CREATE: failurePolicy Fail. Validation is what enforces tenant isolation (another tenant's
 # queue, classes the tenant may not use, maxGPUsPerPod); with Ignore, an outage of the webhook
-# would silently switch isolation off. Only objects asking for an nvidia.com/ resource are sent
-# (matchConditions), so an outage blocks new GPU workloads and nothing else. The pilot
+# would silently switch isolation off. Only objects asking for a GPU are sent (matchConditions,
+# as for /mutate), so an outage blocks new GPU workloads and nothing else. The pilot
 # component (config/components/pilot/) relaxes this to Ignore on one labelled namespace; see
 # docs/deploy.md.
 #
@@ -389,7 +410,7 @@ VALIDATING_HEADER = """\
 # changed on a bare Pod is not judged).
 #
 # It runs after every mutation, on the final object, so the rewritten class resources
-# (nvidia.com/mig-*, nvidia.com/gpu.shared) match the same nvidia.com/ condition.
+# (nvidia.com/mig-*, nvidia.com/gpu.shared) match the same condition.
 # caBundle is filled in by cert-manager's CA injector or by `quotaguard certs`.
 """
 

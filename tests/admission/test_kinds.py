@@ -197,7 +197,7 @@ def test_a_pod_made_from_a_rewritten_template_is_left_alone_and_allowed(policy, 
     assert validate(policy, child, "inference").allowed
 
 
-# --- HAMi's resources are not GPUs -----------------------------------------------------------
+# --- HAMi's shares are refused, never rewritten halfway ------------------------------------
 
 # The Pod of Kueue's HAMi page (site/content/en/docs/tasks/run/hami.md): one vGPU with 1 GiB of
 # its memory and half its cores. nvidia.com/gpumem and nvidia.com/gpucores are HAMi's.
@@ -224,18 +224,25 @@ HAMI_POD = {
 }
 
 
-def test_hamis_sample_pod_keeps_gpumem_and_gpucores_and_they_never_count_as_gpus(policy):
-    response, stored = offline(policy, copy.deepcopy(HAMI_POD), "training")
-    assert response["allowed"], response
-    limits = stored["spec"]["containers"][0]["resources"]["limits"]
-    assert limits == {"nvidia.com/gpu": 1, "nvidia.com/gpumem": 1024, "nvidia.com/gpucores": 50}
-    assert not any("gpumem" in w or "gpucores" in w for w in response.get("warnings", []))
+def test_hamis_sample_pod_is_refused_naming_its_shares_and_never_half_rewritten(policy):
+    # inference rewrites nvidia.com/gpu to a MIG slice: never next to HAMi's gpumem.
+    for namespace in ("training", "inference"):
+        obj = copy.deepcopy(HAMI_POD)
+        assert mutate(policy, obj, namespace).patch == ()
+        response, stored = offline(policy, obj, namespace)
+        assert not response["allowed"], response
+        message = response["status"]["message"]
+        assert "nvidia.com/gpumem: 1024, HAMi's share of a GPU" in message
+        assert "nvidia.com/gpucores: 50" in message
+        assert stored == HAMI_POD
 
 
-def test_hamis_resources_alone_are_not_a_gpu_request(policy):
+def test_hamis_resources_alone_are_refused_too(policy):
     obj = copy.deepcopy(HAMI_POD)
     del obj["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"]
-    # A tenant allowing 1 GPU-equivalent and no whole GPU: 1024 "units" would be denied thrice.
     response, _ = offline(policy, obj, "inference")
-    assert response["allowed"], response
-    assert "patch" not in response
+    assert not response["allowed"], response
+    # 1024 "units" are not GPUs: no maxGPUsPerPod or class denial about them.
+    rules = validate(policy, obj, "inference").rules
+    assert "gpu-not-governed" in rules
+    assert not {"max-gpus-per-pod", "class-not-allowed", "gpu-value"} & set(rules)

@@ -180,8 +180,8 @@ def test_classes_sharing_a_resource_need_node_selectors() -> None:
             "demandWindow (60s) is shorter than interval (600s)",
         ),
         (
-            ("resource: nvidia.com/gpu.shared", "resource: amd.com/gpu"),
-            "pods asking for 'amd.com/gpu' alone are neither rewritten nor checked",
+            ("resource: nvidia.com/gpu.shared", "resource: example.com/widget"),
+            "pods asking for 'example.com/widget' alone are neither rewritten nor checked",
         ),
     ],
 )
