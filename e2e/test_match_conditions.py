@@ -1,9 +1,10 @@
 """The webhooks' matchConditions: only objects that ask for a GPU are sent to quotaguard (an
 nvidia.com/ resource, a resource whose name looks like an accelerator such as amd.com/gpu, or
-KAI scheduler's gpu-fraction / gpu-memory annotations), for each kind's pod-spec location, and odd objects are "not sent" rather than an
-evaluation error (which failurePolicy Fail would turn into a rejected request). Pods are sent
-on UPDATE only when a container holds a plain nvidia.com/gpu next to another nvidia.com/
-resource, as re-applying a rewritten Pod's manifest leaves it. The mutating Pod CREATE webhook
+KAI scheduler's gpu-fraction / gpu-memory annotations), for each kind's pod-spec location,
+and odd objects are "not sent" rather than an evaluation error (which failurePolicy Fail
+would turn into a rejected request). Pods are sent on UPDATE only when a container holds a
+plain nvidia.com/gpu next to another nvidia.com/ resource, as re-applying a rewritten Pod's
+manifest leaves it. The mutating Pod CREATE webhook
 has a second condition: a Pod that already carries quotaguard's decision (a Job's Pod made by
 the job controller; a bare Pod queued and gated by Kueue after quotaguard's mutation, which is
 when the API server would reinvoke quotaguard) is not sent, and anything odd is.
@@ -188,6 +189,18 @@ OBJECTS: dict[str, tuple[str, dict[str, Any], bool]] = {
         True,
     ),
     "job-cpu": ("jobs", job(spec(CPU)), False),
+    "spark-gpu-field": (
+        "sparkapplications",
+        {"spec": {"executor": {"gpu": {"name": "nvidia.com/gpu", "quantity": 1}}}},
+        True,
+    ),
+    "spark-gpu-in-sidecar": ("sparkapplications", {"spec": {"driver": {"sidecars": [AMD]}}}, True),
+    "spark-cpu-gpu-field": (
+        "sparkapplications",
+        {"spec": {"driver": {"gpu": {"name": "example.com/widget", "quantity": 1}}}},
+        False,
+    ),
+    "spark-odd-gpu-field": ("sparkapplications", {"spec": {"driver": {"gpu": "x"}}}, False),
     "job-no-template": ("jobs", {"spec": {}}, False),
     "jobset-gpu-in-second": ("jobsets", jobset(spec(CPU), spec(GPU)), True),
     "jobset-cpu": ("jobsets", jobset(spec(CPU)), False),

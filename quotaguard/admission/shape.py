@@ -111,8 +111,27 @@ def _templates(obj: Mapping[str, Any], kind: Kind, root: str) -> None:
         for where, value in _along(obj, place.steps, root):
             if place.form == "resources":
                 _map(value, where)
+            elif place.form == "spark-role":
+                _spark_role(value, where)
             else:
                 _pod_template(value, where)
+
+
+def _spark_role(value: object, where: Where) -> None:
+    """A SparkApplication's driver or executor: a pod template, container lists, the GPU
+    map, and labels, annotations and nodeSelector of its own."""
+    role = _map(value, where)
+    template = role.get("template")
+    if template is not None:
+        _pod_template(template, (where, "template"))
+    for field in ("sidecars", "initContainers"):
+        _maps(role.get(field), (where, field))
+    gpu = _map(role.get("gpu"), (where, "gpu"))
+    _name(gpu, (where, "gpu"))
+    for field in (*_STRING_MAPS, "nodeSelector"):
+        values = role.get(field)
+        if values is not None:
+            _string_map(values, where, field)
 
 
 def _queue_label_places(obj: Mapping[str, Any], kind: Kind, root: str) -> None:

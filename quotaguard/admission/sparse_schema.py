@@ -64,6 +64,11 @@ def schema_tree() -> _Node:
             if place.form == "resources":
                 _mark(node, "resources")
                 continue
+            if place.form == "spark-role":  # its own pod-spec fields, then its template
+                node.pod_spec = True
+                for field in ("sidecars", "gpu", "labels", "annotations"):
+                    _mark(_descend(node, parse_path(field)), "any")
+                node = _descend(node, parse_path("template"))
             _mark(_descend(node, parse_path("metadata")), "metadata")
             _descend(node, parse_path("spec")).pod_spec = True
         for path in kind.queue_labels:

@@ -25,6 +25,9 @@ def whole_gpus(container: GpuContainer, resource: str) -> int | None:
 def swap_resource(container: GpuContainer, count: int, resource: str, patch: PatchBuilder) -> str:
     """`nvidia.com/gpu: count` becomes `resource: count` in limits and requests (an entry of
     `resource` already there is set to `count`); returns the change as provenance records it."""
+    if container.named:  # a SparkApplication role's gpu: {name, quantity}
+        patch.set(container.resources_pointer, "name", resource)
+        return f"{container.label}: {PLAIN_GPU}={count} -> {resource}={count}"
     amount = str(count)
     limits = f"{container.resources_pointer}/limits"
     requests = f"{container.resources_pointer}/requests"

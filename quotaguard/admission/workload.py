@@ -61,6 +61,9 @@ class GpuContainer:
     # GPUs no class counts (HAMi's shares, other vendors' accelerators: see
     # `podspec.ungoverned_gpu_resource`), from limits and requests, values as written
     ungoverned: Mapping[str, Any] = dataclass_field(default_factory=lambda: _EMPTY)
+    # A SparkApplication role's `gpu` ({name, quantity}) at `resources_pointer`: the name is
+    # what a rewrite changes (see `swap.swap_resource`).
+    named: bool = False
 
     @property
     def resources(self) -> list[str]:
@@ -199,11 +202,13 @@ def _gpu_container(
         if name is not None:
             _odd(root, template, field, index, "a string", name, "name")
         name = "?"
-    where = f"{template.spec_pointer}/{field}/{index}"
+    where = template.container_pointer(field, index)
+    named = where == template.named_gpu_pointer
     return GpuContainer(
         label=f"{template_name}/{name}" if template_name else name,
         pointer=where,
-        resources_pointer=f"{where}/resources",
+        resources_pointer=where if named else f"{where}/resources",
+        named=named,
         init=field == "initContainers",
         limits=limits,
         requests=requests,
@@ -239,7 +244,7 @@ def _odd(
     *below: str,
 ) -> NoReturn:
     """Raise `ShapeError` for the container at `field[index]` of `template`, or a field below."""
-    wrong(pointer_where(root, f"{template.spec_pointer}/{field}/{index}", *below), expected, value)
+    wrong(pointer_where(root, template.container_pointer(field, index), *below), expected, value)
 
 
 def _zero(value: object) -> bool:

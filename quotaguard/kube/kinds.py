@@ -60,12 +60,15 @@ def parse_path(path: str) -> tuple[Step, ...]:
 
 @dataclass(frozen=True, slots=True)
 class TemplatePath:
-    """Where one pod template (or, for `form="resources"`, one ResourceRequirements map that
-    stands for a pod's one container) lives, and what to call it in messages."""
+    """Where one pod template lives, and what to call it in messages. `form="resources"`: one
+    ResourceRequirements map that stands for a pod's one container (a TrainJob's);
+    `form="spark-role"`: a SparkApplication's driver or executor, whose pod is its `template`
+    plus its `sidecars`, `initContainers` and the `gpu` ({name, quantity}) of Spark's own
+    container (see `quotaguard.kube.podspec`)."""
 
     path: str
     name: str | None = None  # a fixed name (`leader`, `head`); list and map steps name their own
-    form: Literal["pod-template", "resources"] = "pod-template"
+    form: Literal["pod-template", "resources", "spark-role"] = "pod-template"
     steps: tuple[Step, ...] = field(init=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -215,6 +218,19 @@ KINDS: tuple[Kind, ...] = (
         ("v1alpha1",),
         "trainjobs",
         (TemplatePath("spec.trainer.resourcesPerNode", "trainer", "resources"),),
+    ),
+    # Spark's operator builds the driver's and the executors' pods from each role: its pod
+    # template, its sidecars and init containers, and the GPUs of Spark's own container.
+    Kind(
+        "SparkApplication",
+        "sparkoperator.k8s.io",
+        "SparkApplication",
+        ("v1beta2",),
+        "sparkapplications",
+        (
+            TemplatePath("spec.driver", "driver", "spark-role"),
+            TemplatePath("spec.executor", "executor", "spark-role"),
+        ),
     ),
     Kind(
         "AppWrapper",

@@ -45,7 +45,8 @@ class PodTemplate:
     `name` is what messages call it (`leader`, a task or replicated job, a worker group);
     None for a kind's only template. A TrainJob's template is its `spec.trainer`: one
     container, `trainer`, whose resources are at `resources_pointer`; it has no nodeSelector
-    or scheduler of its own (`placeable` is False)."""
+    or scheduler of its own (`placeable` is False). A SparkApplication's role is one pod put
+    together from the role's template, sidecars, init containers and GPU (`_spark_role`)."""
 
     spec: Mapping[str, Any]
     metadata: Mapping[str, Any]
@@ -53,6 +54,36 @@ class PodTemplate:
     metadata_pointer: str
     name: str | None = None
     resources_pointer: str | None = None
+    # A spec put together from several places of the object (a SparkApplication's role): the
+    # JSON Pointer of each entry of its container lists, by list, and of the {name, quantity}
+    # map that stands for one container's GPUs.
+    container_pointers: Mapping[str, tuple[str, ...]] | None = None
+    named_gpu_pointer: str | None = None
+
+    def below(self, prefix: str, name: str | None) -> PodTemplate:
+        """This template of an object that sits at `prefix` of another (an AppWrapper's
+        component), called `name` there."""
+        return PodTemplate(
+            self.spec,
+            self.metadata,
+            prefix + self.spec_pointer,
+            prefix + self.metadata_pointer,
+            name,
+            prefix + self.resources_pointer if self.resources_pointer else None,
+            {
+                field: tuple(prefix + p for p in found)
+                for field, found in self.container_pointers.items()
+            }
+            if self.container_pointers is not None
+            else None,
+            prefix + self.named_gpu_pointer if self.named_gpu_pointer else None,
+        )
+
+    def container_pointer(self, field: str, index: int) -> str:
+        """Where entry `index` of the spec's `field` (containers, initContainers) lives."""
+        if self.container_pointers is not None:
+            return self.container_pointers[field][index]
+        return f"{self.spec_pointer}/{field}/{index}"
 
     @property
     def placeable(self) -> bool:
@@ -90,6 +121,8 @@ def pod_templates(obj: Mapping[str, Any]) -> list[PodTemplate]:
                 continue
             if place.form == "resources":
                 found.append(_trainer(obj, value, pointer))
+            elif place.form == "spark-role":
+                found.append(_spark_role(obj, value, pointer, place.name or ""))
             else:
                 found.append(_template(value, pointer, name or place.name))
     return found
@@ -112,6 +145,72 @@ def _trainer(obj: Mapping[str, Any], resources: Mapping[str, Any], pointer: str)
     return PodTemplate(spec, _mapping(obj.get("metadata")), parent, "/metadata", None, pointer)
 
 
+SPARK_CONTAINER = "spark-kubernetes-{role}"  # the name Spark gives its own container
+
+
+def _spark_role(
+    obj: Mapping[str, Any], role: Mapping[str, Any], pointer: str, name: str
+) -> PodTemplate:
+    """A SparkApplication's driver or executor as the one pod the operator builds from it:
+    the containers of its `template`, its `sidecars`, and Spark's own container with the
+    role's `gpu` ({name, quantity}); the template's init containers and the role's; the
+    nodeSelector of the application, the template and the role; the role's labels and
+    annotations over the template's (the role's, at `pointer`, are where mutation writes)."""
+    template = _mapping(role.get("template"))
+    template_spec = _mapping(template.get("spec"))
+    template_metadata = _mapping(template.get("metadata"))
+    lists: dict[str, list[Any]] = {"containers": [], "initContainers": []}
+    pointers: dict[str, list[str]] = {"containers": [], "initContainers": []}
+    sources = (
+        ("containers", template_spec.get("containers"), f"{pointer}/template/spec/containers"),
+        ("containers", role.get("sidecars"), f"{pointer}/sidecars"),
+        (
+            "initContainers",
+            template_spec.get("initContainers"),
+            f"{pointer}/template/spec/initContainers",
+        ),
+        ("initContainers", role.get("initContainers"), f"{pointer}/initContainers"),
+    )
+    for field, entries, at in sources:
+        for index, entry in enumerate(_sequence(entries)):
+            lists[field].append(entry)
+            pointers[field].append(f"{at}/{index}")
+    gpu = role.get("gpu")
+    named_gpu = None
+    if isinstance(gpu, Mapping) and isinstance(gpu.get("name"), str) and gpu["name"]:
+        named_gpu = f"{pointer}/gpu"
+        resources = {"limits": {gpu["name"]: gpu.get("quantity")}}
+        lists["containers"].append(
+            {"name": SPARK_CONTAINER.format(role=name), "resources": resources}
+        )
+        pointers["containers"].append(named_gpu)
+    spec: dict[str, Any] = {**lists}
+    selector = {
+        **_mapping(_mapping(obj.get("spec")).get("nodeSelector")),
+        **_mapping(template_spec.get("nodeSelector")),
+        **_mapping(role.get("nodeSelector")),
+    }
+    if selector:
+        spec["nodeSelector"] = selector
+    for field in ("schedulerName", "priorityClassName"):
+        value = role.get(field) or template_spec.get(field)
+        if value is not None:
+            spec[field] = value
+    metadata = {
+        key: {**_mapping(template_metadata.get(key)), **_mapping(role.get(key))}
+        for key in ("labels", "annotations")
+    }
+    return PodTemplate(
+        spec,
+        metadata,
+        pointer,
+        pointer,
+        name,
+        container_pointers={field: tuple(found) for field, found in pointers.items()},
+        named_gpu_pointer=named_gpu,
+    )
+
+
 def _component_templates(obj: Mapping[str, Any], path: str) -> list[PodTemplate]:
     """An AppWrapper's pod templates: each component's `podSets` paths, or, for a component
     that declares none, the templates its own kind has (as AppWrapper infers them)."""
@@ -132,14 +231,7 @@ def _component(component: Mapping[str, Any], here: str, index: int) -> Iterator[
     if not pod_sets:
         prefix = f"{here}/template"
         for inner in pod_templates(template):
-            yield PodTemplate(
-                inner.spec,
-                inner.metadata,
-                prefix + inner.spec_pointer,
-                prefix + inner.metadata_pointer,
-                f"{label}/{inner.name}" if inner.name else label,
-                prefix + inner.resources_pointer if inner.resources_pointer else None,
-            )
+            yield inner.below(prefix, f"{label}/{inner.name}" if inner.name else label)
         return
     for number, pod_set in enumerate(pod_sets):
         parts = appwrapper_path(pod_set.get("path"))

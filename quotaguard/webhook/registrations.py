@@ -62,10 +62,12 @@ def webhook_name(kind: Kind, path: str, operation: Operation) -> str:
     return f"{kind.id.lower()}s{suffix}.{path}.quotaguard.dev"
 
 
-def _containers(spec: str, resources_check: str) -> str:
+def _containers(
+    spec: str, resources_check: str, lists: tuple[str, ...] = ("initContainers", "containers")
+) -> str:
     """Some container of the pod spec `spec` names a resource `resources_check` accepts."""
     return (
-        f"['initContainers', 'containers'].exists(field, field in {spec}"
+        f"[{', '.join(repr(field) for field in lists)}].exists(field, field in {spec}"
         f" && type({spec}[field]) == list\n"
         f"  && {spec}[field].exists(c, type(c) == map && 'resources' in c"
         " && type(c.resources) == map\n"
@@ -124,6 +126,9 @@ def match_expression(kind: Kind, resources_check: str = _ANY_NVIDIA) -> str:
         return _along("object", parse_path(kind.components), "type({value}) == list")
     branches = []
     for place in kind.templates:
+        if place.form == "spark-role":
+            branches.extend(_spark_role(place.steps, resources_check))
+            continue
         if place.form == "resources":
             leaf = "type({value}) == map\n&& " + _requirements("{value}")
             branches.append(_along("object", place.steps, leaf))
@@ -136,6 +141,32 @@ def match_expression(kind: Kind, resources_check: str = _ANY_NVIDIA) -> str:
     if len(branches) == 1:
         return branches[0]
     return "\n|| ".join(f"({branch})" for branch in branches)
+
+
+def _spark_role(steps: tuple[Step, ...], resources_check: str) -> list[str]:
+    """A SparkApplication's driver or executor asks for a GPU: in its template, its sidecars or
+    init containers, or its `gpu` ({name, quantity})."""
+    template = (*steps, Step("field", "template"))
+    in_template = "type({value}) == map\n&& " + _containers("{value}", resources_check)
+    own = "type({value}) == map\n&& " + _containers(
+        "{value}", resources_check, ("initContainers", "sidecars")
+    )
+    gpu = (
+        "type({value}) == map && 'name' in {value}\n"
+        f"&& [{{value}}['name']].exists(name, type(name) == string && ({_GPU_NAME}))"
+    )
+    branches = [
+        _along("object", (*template, Step("field", "spec")), in_template),
+        _along("object", steps, own),
+        _along("object", (*steps, Step("field", "gpu")), gpu),
+    ]
+    if resources_check == _ANY_NVIDIA:
+        metadata = (*template, Step("field", "metadata"), Step("field", "annotations"))
+        branches.append(_along("object", metadata, _SHARE_ANNOTATIONS))
+        branches.append(
+            _along("object", (*steps, Step("field", "annotations")), _SHARE_ANNOTATIONS)
+        )
+    return branches
 
 
 def _non_empty_string(map_cel: str, key: str) -> str:

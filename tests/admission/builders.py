@@ -172,8 +172,9 @@ def of_kind(kind_id: str, *templates: dict[str, Any], **meta: Any) -> dict[str, 
     """An object of a kind of the table with `templates` (pod templates: `{"spec": ...}`) at
     its template paths, in order: a list or map step gets one entry (named `<field>-<n>`);
     templates past the kind's last path go into further entries of its last list or map. A
-    TrainJob takes the first template's first container's resources; an AppWrapper wraps
-    each template in a Job component."""
+    TrainJob takes the first template's first container's resources; a SparkApplication's
+    driver and executor each take one as their `template`; an AppWrapper wraps each template
+    in a Job component."""
     kind = BY_ID[kind_id]
     obj: dict[str, Any] = {
         "apiVersion": kind.api_versions[0],
@@ -197,6 +198,8 @@ def of_kind(kind_id: str, *templates: dict[str, Any], **meta: Any) -> dict[str, 
     for number, (place, value) in enumerate(zip(places, templates, strict=False)):
         if place.form == "resources":
             value = value["spec"]["containers"][0].get("resources", {})
+        elif place.form == "spark-role":
+            value = {"template": value}
         _put(obj, place.steps, value, number)
     return obj
 

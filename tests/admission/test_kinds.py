@@ -55,6 +55,7 @@ SPECS: dict[str, list[str]] = {
     "JAXJob": ["/spec/jaxReplicaSpecs/jaxreplicaspecs-0/template/spec"],
     "MPIJob": ["/spec/mpiReplicaSpecs/mpireplicaspecs-0/template/spec"],
     "TrainJob": ["/spec/trainer/resourcesPerNode"],
+    "SparkApplication": ["/spec/driver/template/spec", "/spec/executor/template/spec"],
     "AppWrapper": ["/spec/components/0/template/spec/template/spec"],
 }
 # What a denial calls each template ("" for a kind's only one).
@@ -77,6 +78,7 @@ NAMES: dict[str, list[str]] = {
         ]
     },
     "AppWrapper": ["part-0"],
+    "SparkApplication": ["driver", "executor"],
 }
 # Where Kueue v0.17 reads the queue label of each kind (the object's own metadata otherwise).
 LABELS: dict[str, list[str]] = {
@@ -184,6 +186,9 @@ def test_a_pod_made_from_a_rewritten_template_is_left_alone_and_allowed(policy, 
         resources = at(stored, pointer)
         spec = {"containers": [{"name": "trainer", "image": "x", "resources": resources}]}
         annotations = stored["metadata"]["annotations"]
+    elif kind_id == "SparkApplication":  # the operator gives the pod the role's annotations
+        spec = at(stored, pointer)
+        annotations = dict(stored["spec"]["driver"]["annotations"])
     else:
         spec = at(stored, pointer)
         parent = at(stored, pointer.rpartition("/")[0])

@@ -22,6 +22,8 @@ def _path(place: TemplatePath) -> str:
     text = f"`{spelt}`"
     if place.form == "resources":
         text += " (each node's resources)"
+    elif place.form == "spark-role":
+        text += " (`template`, `sidecars`, `initContainers`, `gpu`)"
     return text
 
 
