@@ -27,6 +27,7 @@ Rule = Literal[
     "unmatched-namespace",  # GPUs in a namespace no tenant owns, with unmatchedNamespaces: deny
     "node-selector-conflict",  # the pod's nodeSelector contradicts its class's nodeSelector
     "gpu-not-governed",  # a GPU no class counts: HAMi shares, another vendor's, KAI annotations
+    "runtime-unreadable",  # a TrainJob's runtime admission cannot read
 ]
 
 

@@ -21,31 +21,49 @@ from quotaguard.admission.reviews import (
     decode_review,
     request_namespace,
 )
+from quotaguard.admission.runtimes import patch_from, unreadable_runtime, with_runtime
 from quotaguard.admission.validate import validate
+from quotaguard.kube.trainingruntime import TrainingRuntimes
 from quotaguard.policy.model import TenantPolicy
 
 OperationPath = Literal["mutate", "validate"]
 
 
-def review(policy: TenantPolicy, body: object, *, operation_path: OperationPath) -> AdmissionReview:
+def review(
+    policy: TenantPolicy,
+    body: object,
+    *,
+    operation_path: OperationPath,
+    runtimes: TrainingRuntimes | None = None,
+) -> AdmissionReview:
     """Answer one AdmissionReview. dryRun requests get the same answer: deciding has no
-    side effects."""
+    side effects. `runtimes`: the TrainJob runtimes admission may read (None: not known, a
+    TrainJob is judged by its own resourcesPerNode alone)."""
     request = decode_review(body)
-    return build_response(request["uid"], decide(policy, request, operation_path=operation_path))
+    decision = decide(policy, request, operation_path=operation_path, runtimes=runtimes)
+    return build_response(request["uid"], decision)
 
 
 def decide(
-    policy: TenantPolicy, request: AdmissionRequest, *, operation_path: OperationPath
+    policy: TenantPolicy,
+    request: AdmissionRequest,
+    *,
+    operation_path: OperationPath,
+    runtimes: TrainingRuntimes | None = None,
 ) -> Decision:
-    obj = request.get("object")
-    if not isinstance(obj, dict):
+    given = request.get("object")
+    if not isinstance(given, dict):
         return ALLOWED
     namespace = request_namespace(request)
     operation = request.get("operation", "CREATE")
+    unreadable = unreadable_runtime(policy, given, namespace, operation, runtimes)
+    if unreadable is not None:
+        return unreadable
+    obj = with_runtime(given, namespace, runtimes)
     old = request.get("oldObject")
     creator_trusted = trusted_creator(policy, request.get("userInfo"))
     if operation_path == "mutate":
-        return mutate(
+        mutation = mutate(
             policy,
             obj,
             namespace,
@@ -53,6 +71,7 @@ def decide(
             old_object=old if isinstance(old, dict) else None,
             creator_trusted=creator_trusted,
         )
+        return patch_from(given, obj, mutation)
     return validate(
         policy,
         obj,
@@ -63,16 +82,20 @@ def decide(
     )
 
 
-def review_offline(policy: TenantPolicy, body: object) -> tuple[AdmissionReview, dict[str, Any]]:
+def review_offline(
+    policy: TenantPolicy, body: object, runtimes: TrainingRuntimes | None = None
+) -> tuple[AdmissionReview, dict[str, Any]]:
     """Mutation, then validation of the mutated object: the response the user would see and
     the object as it would be stored (the original one when denied)."""
     request = decode_review(body)
     obj = request.get("object")
     if not isinstance(obj, dict):
         return build_response(request["uid"], ALLOWED), {}
-    mutation = decide(policy, request, operation_path="mutate")
+    mutation = decide(policy, request, operation_path="mutate", runtimes=runtimes)
     patched = apply_patch(obj, mutation) if mutation.allowed else obj
-    validation = decide(policy, {**request, "object": patched}, operation_path="validate")
+    validation = decide(
+        policy, {**request, "object": patched}, operation_path="validate", runtimes=runtimes
+    )
     decision = combine(mutation, validation)
     return build_response(request["uid"], decision), patched if decision.allowed else obj
 
