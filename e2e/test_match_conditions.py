@@ -201,6 +201,9 @@ OBJECTS: dict[str, tuple[str, dict[str, Any], bool]] = {
         False,
     ),
     "spark-odd-gpu-field": ("sparkapplications", {"spec": {"driver": {"gpu": "x"}}}, False),
+    # Its runtime may give it GPUs: every TrainJob with a runtimeRef is sent.
+    "trainjob-runtime-only": ("trainjobs", {"spec": {"runtimeRef": {"name": "torch"}}}, True),
+    "trainjob-odd-runtime-ref": ("trainjobs", {"spec": {"runtimeRef": "torch"}}, False),
     "job-no-template": ("jobs", {"spec": {}}, False),
     "jobset-gpu-in-second": ("jobsets", jobset(spec(CPU), spec(GPU)), True),
     "jobset-cpu": ("jobsets", jobset(spec(CPU)), False),

@@ -39,6 +39,15 @@ def register(verbs: Any) -> None:
         "--patched", action="store_true", help="print the object after mutation instead"
     )
     parser.add_argument(
+        "--runtime",
+        action="append",
+        default=[],
+        metavar="FILE",
+        help="ClusterTrainingRuntime / TrainingRuntime manifests a TrainJob may name (repeatable;"
+        " runtimes in INPUT count too); with runtimes given, a TrainJob is judged with its "
+        "runtime's GPUs and one naming a runtime not given is denied",
+    )
+    parser.add_argument(
         "-o",
         "--output",
         choices=("summary", "json", "yaml"),
@@ -55,7 +64,9 @@ def run(args: argparse.Namespace) -> int:
         return policy
     name = "<stdin>" if args.input == "-" else args.input
     try:
-        reviews, skipped = _reviews(_read(args.input, name), name, args.namespace)
+        documents = _read(args.input, name)
+        runtimes = _runtimes(documents, args.runtime)
+        reviews, skipped = _reviews(documents, name, args.namespace)
     except InputError as exc:
         print(exc, file=sys.stderr)
         return 2
@@ -67,7 +78,7 @@ def run(args: argparse.Namespace) -> int:
     denied = False
     for what, body in reviews:
         try:
-            response, patched = review_offline(policy, body)
+            response, patched = review_offline(policy, body, runtimes)
         except BadReview as exc:
             print(f"{name}: {what}: {exc.problem}: {exc}", file=sys.stderr)
             return 2
@@ -84,6 +95,18 @@ def run(args: argparse.Namespace) -> int:
     else:
         _print(outputs, output)
     return 1 if denied else 0
+
+
+def _runtimes(documents: list[object], files: list[str]) -> Any:
+    """The TrainJob runtimes of `--runtime` files and of the input; None when there are none
+    (a TrainJob is then judged by its own resourcesPerNode alone, as without the cache)."""
+    from quotaguard.kube.trainingruntime import key_of_runtime, runtimes_of
+
+    given = [d for f in files for d in _flatten(_read(f, f))]
+    found = [d for d in _flatten(documents) if key_of_runtime(d) is not None]
+    if not given and not found:
+        return None
+    return runtimes_of([*given, *found])
 
 
 def _read(path: str, name: str) -> list[object]:

@@ -89,6 +89,9 @@ class Kind:
     queue_labels: tuple[str, ...] = ("metadata",)
     # AppWrapper: components whose templates are found by their podSets paths.
     components: str | None = None
+    # TrainJob: the reference to a runtime whose pods may ask for GPUs the object does not
+    # name (see `quotaguard.kube.trainingruntime`); an object with one is always sent.
+    runtime_ref: str | None = None
 
     @property
     def api_versions(self) -> tuple[str, ...]:
@@ -218,6 +221,7 @@ KINDS: tuple[Kind, ...] = (
         ("v1alpha1",),
         "trainjobs",
         (TemplatePath("spec.trainer.resourcesPerNode", "trainer", "resources"),),
+        runtime_ref="spec.runtimeRef",
     ),
     # Spark's operator builds the driver's and the executors' pods from each role: its pod
     # template, its sidecars and init containers, and the GPUs of Spark's own container.

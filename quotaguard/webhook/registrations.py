@@ -138,6 +138,8 @@ def match_expression(kind: Kind, resources_check: str = _ANY_NVIDIA) -> str:
         if resources_check == _ANY_NVIDIA:
             annotations = (*place.steps, Step("field", "metadata"), Step("field", "annotations"))
             branches.append(_along("object", annotations, _SHARE_ANNOTATIONS))
+    if kind.runtime_ref is not None and resources_check == _ANY_NVIDIA:
+        branches.append(_along("object", parse_path(kind.runtime_ref), "type({value}) == map"))
     if len(branches) == 1:
         return branches[0]
     return "\n|| ".join(f"({branch})" for branch in branches)
