@@ -16,9 +16,11 @@ from quotaguard.webhook.guard import (
     GuardedSite,
     size_tls_buffers,
 )
+from quotaguard.webhook.runtimes import cluster_cache
 from quotaguard.webhook.server import IN_FLIGHT_KEY, InFlight, build_webhook_app
 
 log = logging.getLogger("quotaguard.webhook")
+RUNTIMES_INTERVAL = 30.0  # seconds between two lists of the TrainJob runtimes
 
 
 async def start(ctx: ServeContext) -> None:
@@ -46,7 +48,8 @@ async def start(ctx: ServeContext) -> None:
             max_connections=options.webhook_max_connections,
         )
     )
-    app = build_webhook_app(ctx.store, guard=guard)
+    runtimes = cluster_cache(options.kubeconfig)
+    app = build_webhook_app(ctx.store, guard=guard, review=runtimes.review)
     runner = GuardedRunner(
         app,
         guard,
@@ -71,6 +74,7 @@ async def start(ctx: ServeContext) -> None:
     log.info("webhook listening", extra={"addresses": [list(a) for a in runner.addresses]})
     ctx.on_shutdown(lambda: drain(runner, app[IN_FLIGHT_KEY], options.shutdown_timeout))
     ctx.run_task("tls-watch", certificate.watch(options.tls_poll_interval))
+    ctx.run_task("trainjob-runtimes", runtimes.run(RUNTIMES_INTERVAL))
     ctx.run_task("connection-guard", guard.watch())
 
 

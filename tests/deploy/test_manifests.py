@@ -176,17 +176,26 @@ def test_controller_leader_election_is_one_named_lease_in_its_namespace(
     assert env == {"POD_NAME": "metadata.name", "POD_NAMESPACE": "metadata.namespace"}
 
 
-def test_webhook_has_no_api_access(build: list[Manifest]) -> None:
+def test_webhook_may_only_read_the_trainjob_runtimes(build: list[Manifest]) -> None:
     spec = pod_spec(deployment(build, "quotaguard-webhook"))
     assert spec["serviceAccountName"] == "quotaguard-webhook"
-    assert spec["automountServiceAccountToken"] is False
-    bound = [
-        s["name"]
+    assert spec["automountServiceAccountToken"] is True
+    roles = [
+        d["roleRef"]["name"]
         for d in build
         if d.get("kind") in ("RoleBinding", "ClusterRoleBinding")
         for s in d["subjects"]
+        if s["name"] == "quotaguard-webhook"
     ]
-    assert "quotaguard-webhook" not in bound
+    assert roles == ["quotaguard-webhook"]
+    role = one(build, "ClusterRole", "quotaguard-webhook")
+    assert role["rules"] == [
+        {
+            "apiGroups": ["trainer.kubeflow.org"],
+            "resources": ["clustertrainingruntimes", "trainingruntimes"],
+            "verbs": ["get", "list"],
+        }
+    ]
 
 
 def test_certs_job_may_touch_only_its_secrets_and_webhook_configurations(
