@@ -113,7 +113,15 @@ def _multiplicity(obj: Mapping[str, Any]) -> list[int]:
             parallelism = job.get("parallelism") if isinstance(job, Mapping) else None
             found.append(whole(replicated.get("replicas")) * whole(parallelism))
         return found
+    if kind == "SparkApplication":  # the driver, then the executors
+        return [1, _spark_executors(spec)]
     return [1]
+
+
+def _spark_executors(spec: Mapping[str, Any]) -> int:
+    executor = spec.get("executor")
+    instances = executor.get("instances") if isinstance(executor, Mapping) else None
+    return instances if isinstance(instances, int) and not isinstance(instances, bool) else 1
 
 
 def _as_pod(manifest: Mapping[str, Any]) -> Mapping[str, Any]:
