@@ -6,6 +6,11 @@ ClusterTrainingRuntimes and TrainingRuntimes (all namespaces) in a worker thread
 in the new snapshot. Runtimes change rarely (platform teams install them), so a list every
 30 s is cheaper than a watch per replica and a new runtime is judged within that time.
 
+A runtime created since the last list (a platform team installs one, a user submits a TrainJob
+for it right away) is read on the miss with one GET, bounded so that TrainJobs naming made-up
+runtimes cannot keep the webhook busy: a name missed is not asked again for 10 seconds, and
+at most 3 such reads run per 10 seconds (1-second timeout); beyond that, the miss is a denial.
+
 Failures: the Trainer's CRDs not installed (404) is no runtime at all (no TrainJob can be
 created either). Any other failure keeps the last snapshot that was read; before the first
 one succeeds the snapshot carries the error, and a TrainJob that names a runtime is denied
@@ -16,12 +21,22 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 from quotaguard.admission import AdmissionReview, review
+from quotaguard.admission.reviews import AdmissionRequest, request_namespace
 from quotaguard.kube.client import NoClusterConfig, api_client, status_code
-from quotaguard.kube.trainingruntime import GROUP, TrainingRuntimes, runtimes_of
+from quotaguard.kube.trainingruntime import (
+    CLUSTER_RUNTIME,
+    GROUP,
+    RuntimeKey,
+    TrainingRuntimes,
+    key_of_runtime,
+    runtime_ref,
+    runtimes_of,
+)
 from quotaguard.policy.model import TenantPolicy
 
 log = logging.getLogger("quotaguard.webhook")
@@ -29,15 +44,29 @@ log = logging.getLogger("quotaguard.webhook")
 VERSION = "v1alpha1"
 PLURALS = ("clustertrainingruntimes", "trainingruntimes")
 Lister = Callable[[str], list[Any]]  # plural -> items
+Getter = Callable[[RuntimeKey], Any]  # one runtime, None when there is none
+MISS_WINDOW = 10.0  # seconds a missed name is not asked again; the budget's window
+MISS_READS = 3  # reads on a miss per window
 
 
 class RuntimeCache:
     """The latest runtimes read; `snapshot` is what admission is given."""
 
-    def __init__(self, lister: Lister | None, *, error: str | None = None) -> None:
+    def __init__(
+        self,
+        lister: Lister | None,
+        getter: Getter | None = None,
+        *,
+        error: str | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self._lister = lister
+        self._getter = getter
+        self._clock = clock
         self.snapshot = TrainingRuntimes(error=error or "not read yet")
         self._read_once = False
+        self._missed: dict[RuntimeKey, float] = {}  # key -> when it was last asked for
+        self._reads: list[float] = []  # when the reads on a miss of the window were
 
     def refresh(self) -> None:
         """List the runtimes once (blocking: call it in a worker thread)."""
@@ -68,8 +97,46 @@ class RuntimeCache:
         *,
         operation_path: Any,
     ) -> AdmissionReview:
-        """`admission.review` with the current runtimes (a `ReviewFunction`)."""
+        """`admission.review` with the current runtimes (a `ReviewFunction`); a runtime not
+        in them is read once more (`read_missing`) before it is a denial."""
+        answer = review(policy, body, operation_path=operation_path, runtimes=self.snapshot)
+        response = answer["response"]
+        denied = response.get("auditAnnotations", {}).get("denied")
+        if response["allowed"] or denied != "runtime-unreadable" or self.snapshot.error:
+            return answer
+        key = _missing_key(body)
+        if key is None or not self.read_missing(key):
+            return answer
         return review(policy, body, operation_path=operation_path, runtimes=self.snapshot)
+
+    def read_missing(self, key: RuntimeKey) -> bool:
+        """Read one runtime the snapshot lacks, within the bounds above; True when found."""
+        now = self._clock()
+        if self._getter is None or now - self._missed.get(key, -MISS_WINDOW) < MISS_WINDOW:
+            return False
+        self._reads = [t for t in self._reads if now - t < MISS_WINDOW]
+        if len(self._reads) >= MISS_READS:
+            return False
+        self._reads.append(now)
+        self._missed[key] = now
+        try:
+            found = self._getter(key)
+        except Exception as exc:
+            if status_code(exc) != 404:
+                log.warning("trainjob runtime not read", extra={"error": _short(exc)})
+            return False
+        if not isinstance(found, dict) or key_of_runtime(found) != key:
+            return False
+        self._missed.pop(key, None)
+        self.snapshot = TrainingRuntimes({**self.snapshot.found, key: found})
+        return True
+
+
+def _missing_key(body: object) -> RuntimeKey | None:
+    request = body.get("request") if isinstance(body, dict) else None
+    if not isinstance(request, dict) or not isinstance(request.get("object"), dict):
+        return None
+    return runtime_ref(request["object"], request_namespace(cast(AdmissionRequest, request)))
 
 
 def _listed(lister: Lister, plural: str) -> list[Any]:
@@ -105,4 +172,14 @@ def cluster_cache(kubeconfig: str | None) -> RuntimeCache:
         items = listed.get("items") if isinstance(listed, dict) else None
         return items if isinstance(items, list) else []
 
-    return RuntimeCache(lister)
+    def getter(key: RuntimeKey) -> Any:
+        kind, namespace, name = key
+        if kind == CLUSTER_RUNTIME:
+            return objects.get_cluster_custom_object(
+                GROUP, VERSION, PLURALS[0], name, _request_timeout=1
+            )
+        return objects.get_namespaced_custom_object(
+            GROUP, VERSION, namespace, PLURALS[1], name, _request_timeout=1
+        )
+
+    return RuntimeCache(lister, getter)

@@ -75,3 +75,51 @@ def test_without_cluster_access_the_snapshot_says_so(tmp_path: Any) -> None:
     assert cache.snapshot.error is not None
     assert "no Kubernetes API configuration" in cache.snapshot.error
     assert not verdict(cache)["allowed"]
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_a_runtime_created_since_the_last_list_is_read_on_the_miss() -> None:
+    asked: list[Any] = []
+
+    def getter(key: Any) -> Any:
+        asked.append(key)
+        return runtime(2)
+
+    cache = RuntimeCache(
+        lister({"clustertrainingruntimes": [], "trainingruntimes": []}), getter, clock=Clock()
+    )
+    cache.refresh()
+    assert verdict(cache)["allowed"]
+    assert asked == [("ClusterTrainingRuntime", "", "torchtune-llama3.2-1b")]
+    assert verdict(cache)["allowed"]  # kept: not asked again
+    assert len(asked) == 1
+
+
+def test_reads_on_a_miss_are_bounded() -> None:
+    asked: list[Any] = []
+
+    def getter(key: Any) -> Any:
+        asked.append(key)
+        raise Failure(404)
+
+    clock = Clock()
+    cache = RuntimeCache(
+        lister({"clustertrainingruntimes": [], "trainingruntimes": []}), getter, clock=clock
+    )
+    cache.refresh()
+    for _ in range(3):  # the same name: asked once per window
+        assert not verdict(cache)["allowed"]
+    assert len(asked) == 1
+    for name in ("a", "b", "c", "d"):  # other names: at most 3 reads per window
+        cache.read_missing(("ClusterTrainingRuntime", "", name))
+    assert len(asked) == 3
+    clock.now += 11
+    assert not verdict(cache)["allowed"]
+    assert len(asked) == 4
