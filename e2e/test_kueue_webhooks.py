@@ -490,3 +490,68 @@ def test_a_bare_gpu_pod_costs_quotaguard_one_mutate_and_one_validate_call(chain:
         assert calls == {"mutate": 1, "validate": 1}
     finally:
         cluster.kubectl("delete", "pod", "two-calls", "-n", "inference", "--wait=false")
+
+
+# --------------------------------------------------------------------------------------------
+# A TrainJob whose GPUs come from its runtime
+
+
+def _gpu_runtime(name: str, gpus: int) -> dict[str, Any]:
+    """A ClusterTrainingRuntime shaped like Kubeflow Trainer's torchtune ones: the trainer
+    node's container asks for the GPUs, the TrainJob names none."""
+    node = {"name": "node", "image": "registry.example/torchtune:1"}
+    node["resources"] = {"limits": {GPU: str(gpus)}}
+    job = {
+        "name": "node",
+        "template": {
+            "metadata": {"labels": {"trainer.kubeflow.org/trainjob-ancestor-step": "trainer"}},
+            "spec": {"template": {"spec": {"containers": [node]}}},
+        },
+    }
+    return {
+        "apiVersion": "trainer.kubeflow.org/v1alpha1",
+        "kind": "ClusterTrainingRuntime",
+        "metadata": {"name": name},
+        "spec": {
+            "mlPolicy": {"numNodes": 1, "torch": {}},
+            "template": {"spec": {"replicatedJobs": [job]}},
+        },
+    }
+
+
+def _trainjob_of(runtime: str, name: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "trainer.kubeflow.org/v1alpha1",
+        "kind": "TrainJob",
+        "metadata": {"name": name, "namespace": "inference"},
+        "spec": {"runtimeRef": {"name": runtime}},
+    }
+
+
+def test_a_trainjob_gets_the_tenants_queue_and_its_runtimes_gpus_judged(chain: Chain) -> None:
+    """Seen failing before quotaguard read runtimes: the TrainJob was stored with no queue
+    label and no GPU of its own, while its runtime gives each node a whole GPU."""
+    cluster = chain.cluster
+    if "trainjobs.trainer.kubeflow.org" not in chain.crds:
+        pytest.skip("Kubeflow Trainer's CRDs not installed")
+    cluster.apply([_gpu_runtime("torchtune-one-gpu", 1)])
+    before = chain.answers()
+    stored = created(cluster, _trainjob_of("torchtune-one-gpu", "tune-1"))
+    answered = {k: n - before.get(k, 0) for k, n in chain.answers().items() if n != before.get(k)}
+    assert stored["metadata"]["labels"][QUEUE_LABEL] == "inference", answered
+    # inference runs on MIG slices: the runtime's whole GPU becomes the tenant's class.
+    limits = stored["spec"]["trainer"]["resourcesPerNode"]["limits"]
+    assert limits == {"nvidia.com/mig-3g.40gb": "1"}
+    # More than the tenant's maxGPUsPerPod (1 GPU-equivalent) in the runtime: refused.
+    cluster.apply([_gpu_runtime("torchtune-eight-gpus", 8)])
+    result = cluster.create(_trainjob_of("torchtune-eight-gpus", "tune-8"), check=False)
+    assert result.returncode != 0
+    assert "maxGPUsPerPod" in result.stderr
+
+
+def test_a_trainjob_naming_a_runtime_quotaguard_cannot_read_is_denied(chain: Chain) -> None:
+    if "trainjobs.trainer.kubeflow.org" not in chain.crds:
+        pytest.skip("Kubeflow Trainer's CRDs not installed")
+    result = chain.cluster.create(_trainjob_of("no-such-runtime", "tune-x"), check=False)
+    assert result.returncode != 0
+    assert 'runtime ClusterTrainingRuntime "no-such-runtime" cannot be read' in result.stderr

@@ -59,6 +59,8 @@ def schema_tree() -> _Node:
     for kind in KINDS:
         if kind.components is not None:
             _mark(_descend(root, parse_path(kind.components)), "any")
+        if kind.runtime_ref is not None:  # a TrainJob's runtime: see admission.runtimes
+            _mark(_descend(root, parse_path(kind.runtime_ref)), "any")
         for place in kind.templates:
             node = _descend(root, place.steps)
             if place.form == "resources":

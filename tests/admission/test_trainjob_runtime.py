@@ -3,12 +3,14 @@ stamped and the runtime's GPUs judged; a runtime admission cannot read is a deni
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
-from quotaguard.admission import review_offline, validate
+from quotaguard.admission import review, review_offline, validate
 from quotaguard.admission.engine import decide
 from quotaguard.admission.names import KUEUE_QUEUE_LABEL
 from quotaguard.admission.reviews import make_review
+from quotaguard.admission.sparse import decode_review_body
 from quotaguard.kube.trainingruntime import TrainingRuntimes, runtimes_of
 from quotaguard.policy.model import TenantPolicy
 
@@ -154,3 +156,19 @@ def test_outside_every_tenant_the_runtime_is_not_required(
     assert validate(policy, trainjob(), "kube-system").allowed
     request = make_review(trainjob(), namespace="kube-system")["request"]
     assert decide(policy, request, operation_path="validate", runtimes=runtimes_of([])).allowed
+
+
+def test_the_webhooks_sparse_decoding_keeps_the_runtime_ref(policy: TenantPolicy) -> None:
+    """The webhook decodes only the fields admission reads: the runtimeRef is one of them."""
+    body = json.dumps(make_review(trainjob(), namespace="inference")).encode()
+    answer = review(
+        policy, decode_review_body(body), operation_path="mutate", runtimes=runtimes_of([])
+    )
+    assert answer["response"]["auditAnnotations"]["denied"] == "runtime-unreadable"
+    answer = review(
+        policy,
+        decode_review_body(body),
+        operation_path="mutate",
+        runtimes=runtimes_of([runtime(1)]),
+    )
+    assert answer["response"]["allowed"] and answer["response"]["patch"]
