@@ -555,3 +555,35 @@ def test_a_trainjob_naming_a_runtime_quotaguard_cannot_read_is_denied(chain: Cha
     result = chain.cluster.create(_trainjob_of("no-such-runtime", "tune-x"), check=False)
     assert result.returncode != 0
     assert 'runtime ClusterTrainingRuntime "no-such-runtime" cannot be read' in result.stderr
+
+
+# --------------------------------------------------------------------------------------------
+# GPUs under names other than nvidia.com/gpu
+
+
+def _pod_asking(name: str, resources: dict[str, str]) -> dict[str, Any]:
+    container = {"name": "main", "image": "registry.example/app:1"}
+    container["resources"] = {"limits": dict(resources)}
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": "inference"},
+        "spec": {"containers": [container]},
+    }
+
+
+def test_gpus_under_other_names_reach_quotaguard_and_are_refused_by_name(chain: Chain) -> None:
+    """Seen passing as "no GPU" before: the API server did not send amd.com/gpu, and a MIG
+    profile with media extensions was not counted."""
+    cases = {
+        "amd": ({"amd.com/gpu": "1"}, 'amd.com/gpu: "1"'),
+        "mig-me": ({"nvidia.com/mig-1g.10gb.me": "1"}, "nvidia.com/mig-1g.10gb.me"),
+        "hami": (
+            {"nvidia.com/gpu": "1", "nvidia.com/gpumem": "8000"},
+            'nvidia.com/gpumem: "8k", HAMi\'s share',  # the API server's canonical form
+        ),
+    }
+    for name, (resources, named) in cases.items():
+        result = chain.cluster.create(_pod_asking(f"other-{name}", resources), check=False)
+        assert result.returncode != 0, name
+        assert "quotaguard" in result.stderr and named in result.stderr, result.stderr
