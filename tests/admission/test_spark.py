@@ -107,14 +107,13 @@ def test_a_cpu_only_application_is_left_alone(policy: TenantPolicy) -> None:
     assert validate(policy, obj, "inference").allowed
 
 
-def test_a_reapplied_gpu_name_is_judged_again(policy: TenantPolicy) -> None:
-    _, stored = offline(
-        policy, spark({}, {"gpu": {"name": "nvidia.com/gpu", "quantity": 1}}), "inference"
-    )
+def test_a_reapplied_gpu_name_is_put_back(policy: TenantPolicy) -> None:
+    """`kubectl apply` of the manifest again brings `gpu.name: nvidia.com/gpu` back."""
+    asked = spark({}, {"gpu": {"name": "nvidia.com/gpu", "quantity": 1}})
+    _, stored = offline(policy, asked, "inference")
     reapplied = copy.deepcopy(stored)
     reapplied["spec"]["executor"]["gpu"]["name"] = "nvidia.com/gpu"
     decision = mutate(policy, reapplied, "inference", operation="UPDATE", old_object=stored)
-    final = applied(reapplied, decision) if decision.allowed else reapplied
-    verdict = validate(policy, final, "inference", operation="UPDATE", old_object=stored)
-    # Either put back or refused: never a whole GPU on a MIG-only tenant.
-    assert final["spec"]["executor"]["gpu"]["name"] == MIG_3G or not verdict.allowed
+    restored = applied(reapplied, decision)
+    assert restored["spec"]["executor"]["gpu"] == {"name": MIG_3G, "quantity": 1}
+    assert validate(policy, restored, "inference", operation="UPDATE", old_object=stored).allowed

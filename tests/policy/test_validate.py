@@ -308,3 +308,8 @@ def test_non_finite_numbers_are_errors_not_crashes_later(line: str, expected: st
 def test_non_finite_or_absurd_durations_are_errors(value: str) -> None:
     text = BASE.replace("  tenants:\n", f"  rebalance: {{interval: {value}}}\n  tenants:\n", 1)
     assert any("rebalance.interval" in p for p in problems(text)), problems(text)
+
+
+def test_a_class_of_another_vendors_gpu_is_sent_so_there_is_no_warning() -> None:
+    text = BASE.replace("resource: nvidia.com/gpu.shared", "resource: amd.com/gpu")
+    assert not any("neither rewritten nor checked" in p for p in problems(text))
