@@ -14,6 +14,7 @@ import jsonpatch
 from quotaguard.admission.decision import ALLOWED, Decision, combine
 from quotaguard.admission.mutate import mutate
 from quotaguard.admission.owners import trusted_creator
+from quotaguard.admission.provenance import refused_creation
 from quotaguard.admission.reviews import (
     AdmissionRequest,
     AdmissionReview,
@@ -43,7 +44,19 @@ def decide(
     namespace = request_namespace(request)
     operation = request.get("operation", "CREATE")
     old = request.get("oldObject")
-    creator_trusted = trusted_creator(policy, request.get("userInfo"))
+    user_info = request.get("userInfo")
+    creator_trusted = trusted_creator(policy, user_info, obj)
+    if operation == "CREATE":
+        refused = refused_creation(
+            policy,
+            obj,
+            namespace,
+            user_info,
+            creator_trusted=creator_trusted,
+            name=request.get("name"),
+        )
+        if refused is not None:
+            return refused
     if operation_path == "mutate":
         return mutate(
             policy,
