@@ -10,6 +10,10 @@ with its webhooks, next to quotaguard's shipped webhook/ manifests.
 2. A tenant user creates a GPU Pod whose controller ownerReference names the tenant's own Job.
    Kueue would account it through the Job and never gate it; quotaguard refuses it, since only
    the job controller makes a Job's Pods, and the job controller's Pods still run.
+
+And the GPU edit of (1) arriving undecided (quotaguard's mutating UPDATE webhooks fail open) is
+refused by the validating webhook that fails closed for updates changing container resources.
+Each test was seen failing against the admission before these changes.
 """
 
 from __future__ import annotations
@@ -38,6 +42,7 @@ ADMISSION_GATE = "kueue.x-k8s.io/admission"
 TENANT = "quotaguard.dev/tenant"
 USER = "alice@example.com"
 NAMESPACE = "training"
+MUTATING = "00-quotaguard-mutating"
 
 
 @pytest.fixture(scope="module")
@@ -214,3 +219,37 @@ def test_a_pod_a_tenant_makes_for_its_own_job_is_refused(cluster: Cluster) -> No
     )
     assert made["spec"]["containers"][0]["resources"]["limits"] == {GPU: "8"}
     assert ADMISSION_GATE not in gates(made)
+
+
+def test_a_gpu_edit_the_mutating_webhook_did_not_decide_is_refused(cluster: Cluster) -> None:
+    """The mutating UPDATE webhooks fail open (Kueue's unsuspend must never wait for them), so
+    the decision is enforced by validation, which fails closed for the updates that change a
+    container's resources: with quotaguard's mutating configuration gone (as if its UPDATE call
+    had timed out), the GPU edit is refused, and an update that changes no resources passes."""
+    created = as_user(cluster, "create", deployment("undecided", 0, {"limits": {"cpu": "1"}}))
+    assert created.returncode == 0, created.stderr
+    registered = cluster.get("mutatingwebhookconfiguration", MUTATING)
+    for field in ("resourceVersion", "uid", "creationTimestamp", "generation", "managedFields"):
+        registered["metadata"].pop(field, None)
+    cluster.kubectl("delete", "mutatingwebhookconfiguration", MUTATING)
+    try:
+        stamp = {TENANT: NAMESPACE, "quotaguard.dev/decided-gpus": "server=nvidia.com/gpu:4"}
+        edited = as_user(
+            cluster, "replace", deployment("undecided", 1, {"limits": {GPU: "4"}}, **stamp)
+        )
+        assert edited.returncode != 0, "an undecided GPU edit was stored"
+        assert "deployments-resources.validate.quotaguard.dev" in edited.stderr
+        assert "retry it" in edited.stderr
+        labelled = cluster.kubectl(
+            f"--as={USER}",
+            "label",
+            "deployment",
+            "undecided",
+            "-n",
+            NAMESPACE,
+            "team=a",
+            check=False,
+        )
+        assert labelled.returncode == 0, labelled.stderr
+    finally:
+        cluster.create(registered)
