@@ -13,7 +13,7 @@ import jsonpatch
 
 from quotaguard.admission.decision import ALLOWED, Decision, combine
 from quotaguard.admission.mutate import mutate
-from quotaguard.admission.owners import trusted_creator
+from quotaguard.admission.owners import owner_kinds, trusted_creator
 from quotaguard.admission.provenance import refused_creation
 from quotaguard.admission.reviews import (
     AdmissionRequest,
@@ -45,13 +45,15 @@ def decide(
     operation = request.get("operation", "CREATE")
     old = request.get("oldObject")
     user_info = request.get("userInfo")
-    creator_trusted = trusted_creator(policy, user_info, obj)
-    if operation == "CREATE":
+    owners = owner_kinds(obj)
+    creator_trusted = trusted_creator(policy, user_info, owners)
+    if operation == "CREATE" and owners:
         refused = refused_creation(
             policy,
             obj,
             namespace,
             user_info,
+            owners,
             creator_trusted=creator_trusted,
             name=request.get("name"),
         )

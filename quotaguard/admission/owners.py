@@ -19,6 +19,7 @@ would run outside every quota: admission refuses it (`foreign_owner`).
 from __future__ import annotations
 
 from collections.abc import Mapping
+from functools import lru_cache
 from typing import Any
 
 from quotaguard.kube.kinds import Kind, kind_of
@@ -97,37 +98,50 @@ def controllers_of(policy: TenantPolicy, kind_id: str) -> tuple[str, ...]:
     return DEFAULT_OWNER_CONTROLLERS.get(kind_id, ())
 
 
-def owner_kinds(obj: Mapping[str, Any]) -> list[tuple[Kind, Mapping[str, Any]]]:
+Owners = list[tuple[Kind, Mapping[str, Any]]]
+
+
+def owner_kinds(obj: Mapping[str, Any]) -> Owners:
     """(kind, reference) of every owner reference of `obj` that names a handled kind."""
     metadata = obj.get("metadata")
     references = metadata.get("ownerReferences") if isinstance(metadata, dict) else None
-    found: list[tuple[Kind, Mapping[str, Any]]] = []
-    for reference in references if isinstance(references, list) else ():
+    if not references or not isinstance(references, list):
+        return []  # a bare object: the common case, decided here
+    found: Owners = []
+    for reference in references:
         if not isinstance(reference, dict):
             continue
-        row = kind_of(reference)  # a reference names its kind as an object does
-        if row is not None:
-            found.append((row, reference))
+        api_version, kind = reference.get("apiVersion"), reference.get("kind")
+        if isinstance(api_version, str) and isinstance(kind, str):
+            row = _handled(api_version, kind)
+            if row is not None:
+                found.append((row, reference))
     return found
 
 
-def trusted_creator(
-    policy: TenantPolicy, user_info: object, obj: Mapping[str, Any] | None = None
-) -> bool:
-    """Whether the request comes from the controller of a kind that `obj` names as owner (or
-    from a username the policy trusts for every kind), so its owner references are believed."""
+@lru_cache(maxsize=256)
+def _handled(api_version: str, kind: str) -> Kind | None:
+    return kind_of({"apiVersion": api_version, "kind": kind})
+
+
+def trusted_creator(policy: TenantPolicy, user_info: object, owners: Owners) -> bool:
+    """Whether the request comes from the controller of a kind the object names as owner
+    (`owners`, see `owner_kinds`), or from a username the policy trusts for every kind, so its
+    owner references are believed."""
+    if not owners:
+        return False
     username = username_of(user_info)
     if username is None:
         return False
     if username in policy.spec.trusted_controllers:
         return True
-    return any(username in controllers_of(policy, kind.id) for kind, _ in owner_kinds(obj or {}))
+    return any(username in controllers_of(policy, kind.id) for kind, _ in owners)
 
 
-def kueue_managed_owner(obj: Mapping[str, Any]) -> tuple[Kind, Mapping[str, Any]] | None:
-    """The controller owner reference of `obj` when it names a kind Kueue manages (or walks
-    through): Kueue then accounts the owner and does not queue `obj` itself."""
-    for kind, reference in owner_kinds(obj):
+def kueue_managed_owner(owners: Owners) -> tuple[Kind, Mapping[str, Any]] | None:
+    """The controller owner reference among `owners` when it names a kind Kueue manages (or
+    walks through): Kueue then accounts the owner and does not queue the object itself."""
+    for kind, reference in owners:
         if reference.get("controller") is True and kind.id not in _NOT_KUEUE_MANAGED:
             return kind, reference
     return None

@@ -24,7 +24,12 @@ from typing import Any
 
 from quotaguard.admission.decision import Decision, Denial, deny
 from quotaguard.admission.names import DECIDED_ANNOTATION
-from quotaguard.admission.owners import controllers_of, kueue_managed_owner, username_of
+from quotaguard.admission.owners import (
+    Owners,
+    controllers_of,
+    kueue_managed_owner,
+    username_of,
+)
 from quotaguard.admission.workload import (
     TemplateView,
     as_map,
@@ -48,15 +53,26 @@ def refused_creation(
     obj: Mapping[str, Any],
     namespace: str,
     user_info: object,
+    owners: Owners,
     *,
     creator_trusted: bool,
     name: object = None,
 ) -> Decision | None:
     """The denial for a GPU object of a tenant created under an owner it may not claim, None
-    for every other object (bare objects return at the first check). `name`: the request's
-    (empty for a generated name)."""
-    owner = kueue_managed_owner(obj)
-    if owner is None or policy.exempt(namespace):
+    for every other object (bare objects return at the first check). `owners`: the object's
+    (see `owner_kinds`); `name`: the request's (empty for a generated name)."""
+    owner = kueue_managed_owner(owners)
+    if owner is None:
+        return None
+    kind, reference = owner
+    username = username_of(user_info)
+    controllers = controllers_of(policy, kind.id)
+    foreign = policy.spec.backend == "kueue" and not (
+        username in controllers or username in policy.spec.trusted_controllers
+    )
+    compared = kind.id in TEMPLATE_COMPARED and TEMPLATE_COMPARED[kind.id] == workload_kind(obj)
+    # The common case, a controller's Pod, is done here: its templates are read once, later.
+    if not (foreign or compared) or policy.exempt(namespace):
         return None
     tenant = policy.tenant_of(namespace)
     if tenant is None:
@@ -64,16 +80,10 @@ def refused_creation(
     views = template_views(obj, policy.gpu_resources)
     if not has_gpus(views):
         return None
-    kind, reference = owner
-    username = username_of(user_info)
-    controllers = controllers_of(policy, kind.id)
-    if policy.spec.backend == "kueue" and not (
-        username in controllers or username in policy.spec.trusted_controllers
-    ):
+    if foreign:
         denial = _foreign(_name(obj, name), tenant, kind.kind, reference, username, controllers)
         return _refused(tenant, denial)
-    compared = TEMPLATE_COMPARED.get(kind.id) == workload_kind(obj)
-    if compared and not owned_by_workload(obj, views, creator_trusted=creator_trusted):
+    if not owned_by_workload(obj, views, creator_trusted=creator_trusted):
         return _refused(tenant, _undecided_child(_name(obj, name), tenant, kind.kind, reference))
     return None
 

@@ -323,9 +323,9 @@ def owned_by_workload(
     The one owner check of admission."""
     if not creator_trusted or not owned_by_handled_kind(obj):
         return False
-    gpu_views = [view for view in views if view.gpu_containers]
     stamped = as_map(as_map(obj.get("metadata")).get("annotations")).get(TENANT_ANNOTATION) or any(
         as_map(view.template.metadata.get("annotations")).get(TENANT_ANNOTATION)
-        for view in gpu_views
+        for view in views
+        if view.gpu_containers
     )
-    return bool(stamped) and all(decision_holds(view) for view in gpu_views)
+    return bool(stamped) and all(decision_holds(view) for view in views if view.gpu_containers)
