@@ -197,3 +197,24 @@ def test_an_odd_user_info_is_no_trust(policy, user_info):
     body = decided(forged())
     body["request"]["userInfo"] = user_info
     assert "unnamed user" in refusal(policy, body)
+
+
+@pytest.mark.parametrize(
+    "references",
+    [
+        "batch/v1 Job",
+        [None, 7, "Job"],
+        [{"apiVersion": "batch/v1", "kind": "Job", "controller": "true"}],  # not a boolean
+        [{"apiVersion": 1, "kind": "Job", "controller": True}],
+        [{"apiVersion": "batch/v1", "kind": ["Job"], "controller": True}],
+    ],
+    ids=["a-string", "junk-entries", "controller-a-string", "odd-api-version", "odd-kind"],
+)
+def test_odd_owner_references_claim_no_owner(policy, references):
+    """What does not name a controller owner Kueue would follow claims nothing: the Pod is
+    judged as a bare one, never an error."""
+    body = forged()
+    body["request"]["object"]["metadata"]["ownerReferences"] = references
+    response, patched = review_offline(policy, body)
+    assert response["response"]["allowed"]
+    assert patched["metadata"]["labels"][KUEUE_QUEUE_LABEL] == "training"
