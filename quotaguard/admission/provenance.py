@@ -10,7 +10,10 @@ mutating and the validating call, so the answer is the same whichever runs):
   asks for. The Deployment controller compares each ReplicaSet's template with the
   Deployment's: a ReplicaSet rewritten here would never match, and the controller would make a
   new one, again and again. The decision belongs to the Deployment (its CREATE and any UPDATE
-  that changes its GPUs are decided), so such a ReplicaSet is refused, never rewritten.
+  that changes its GPUs are decided), so such a ReplicaSet is refused, never rewritten. The
+  other controllers do not compare: the StatefulSet controller tells its Pods' revisions by a
+  label, the CronJob controller never looks back at its Jobs, so their undecided objects are
+  decided (rewritten and queued) as before.
 
 And an update that changes a template's GPU requests must arrive decided (`undecided_update`):
 mutation decides it like a CREATE and records the decision; when mutation did not run (its
