@@ -32,6 +32,8 @@ from quotaguard.webhook.registrations import (
     NOT_YET_DECIDED,
     PLAIN_GPU_NEXT_TO_ANOTHER,
     REQUESTS_NVIDIA,
+    RESOURCES_CHANGED,
+    RESOURCES_UNCHANGED,
 )
 from tests.admission.builders import of_kind
 from tests.deploy.manifests import WEBHOOK, load_yaml
@@ -75,7 +77,7 @@ def every_expression() -> dict[str, str]:
 
 
 def kind_of(webhook_name: str) -> str:
-    return webhook_name.split(".", 1)[0].removesuffix("-update")
+    return webhook_name.split(".", 1)[0].removesuffix("-update").removesuffix("-resources")
 
 
 GPU = {"name": "main", "image": "x", "resources": {"limits": {"nvidia.com/gpu": "1"}}}
@@ -246,12 +248,19 @@ REAPPLIED_PODS = {"pod-reapplied", "pod-reapplied-init"}
 def test_the_decided_pod_condition_is_on_the_mutating_pod_create_webhook_only() -> None:
     found = all_conditions()
     assert list(found.pop(POD_MUTATES)) == [REQUESTS_NVIDIA, NOT_YET_DECIDED]
-    assert all(len(hook_conditions) == 1 for hook_conditions in found.values())
+    for name, hook_conditions in found.items():
+        hook = name.split(".")[0]
+        if ".validate." in name and hook.endswith("-update"):
+            assert list(hook_conditions)[1:] == [RESOURCES_UNCHANGED], name
+        elif hook.endswith("-resources"):
+            assert list(hook_conditions)[1:] == [RESOURCES_CHANGED], name
+        else:
+            assert len(hook_conditions) == 1, name
 
 
 def test_one_condition_per_kind_and_the_same_for_mutate_validate_and_updates() -> None:
     found = conditions()
-    assert len(found) == 4 * len(KINDS) - 1
+    assert len(found) == 5 * len(KINDS) - 2
     assert found.pop(POD_UPDATES)[0] == PLAIN_GPU_NEXT_TO_ANOTHER
     by_kind: dict[str, set[str]] = {}
     for name, (condition, expression) in found.items():
@@ -363,7 +372,12 @@ USER = "alice@example.com"
 TENANT = "quotaguard.dev/tenant"
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 ADMISSION_GATE = {"name": "kueue.x-k8s.io/admission"}
-STAMP = {TENANT: "training", "quotaguard.dev/rewritten": "main: nvidia.com/gpu=1 -> ..."}
+DECIDED_GPUS = "quotaguard.dev/decided-gpus"
+STAMP = {
+    TENANT: "training",
+    "quotaguard.dev/rewritten": "main: nvidia.com/gpu=1 -> ...",
+    DECIDED_GPUS: "main=nvidia.com/mig-1g.10gb:1",
+}
 QUEUED = {QUEUE_LABEL: "training", "kueue.x-k8s.io/managed": "true"}
 UNSET = object()
 
@@ -430,6 +444,9 @@ DECIDED: dict[str, tuple[dict[str, Any], str, bool]] = {
     "stamped-and-queued-another-gate": (decided_pod(gates=({"name": "mine"},)), USER, True),
     "queued-and-gated-unstamped": (decided_pod(annotations={"seen": "yes"}), USER, True),
     "stamp-empty": (decided_pod(annotations={TENANT: ""}), USER, True),
+    # the tenant stamp written by hand, without the record of what quotaguard decided
+    "stamp-without-record": (decided_pod(annotations={TENANT: "training"}), USER, True),
+    "record-empty": (decided_pod(annotations={**STAMP, DECIDED_GPUS: ""}), USER, True),
     "stamp-not-a-string": (decided_pod(annotations={TENANT: 3}), USER, True),
     "queue-label-empty": (decided_pod(labels={QUEUE_LABEL: ""}), USER, True),
     "decided-then-reapplied": (decided_pod(REAPPLIED), USER, True),
@@ -470,6 +487,11 @@ DECIDED: dict[str, tuple[dict[str, Any], str, bool]] = {
     "job-pod-from-a-user": (owned_pod(), USER, True),
     "job-pod-without-user-info": (owned_pod(), "", True),
     "job-pod-unstamped": (owned_pod(annotations={"seen": "yes"}), JOB_CONTROLLER, True),
+    "job-pod-stamp-without-record": (
+        owned_pod(annotations={TENANT: "training"}),
+        JOB_CONTROLLER,
+        True,
+    ),
     "job-pod-reapplied": (owned_pod(REAPPLIED), JOB_CONTROLLER, True),
     "daemonset-pod": (
         owned_pod(owners=owner_references("apps/v1", "DaemonSet")),
@@ -536,3 +558,63 @@ def test_an_odd_spec_gets_no_error_from_the_decided_condition(celcheck: Path) ->
         REQUESTS_NVIDIA: {name: False for name in odd},
         NOT_YET_DECIDED: {name: True for name in odd},
     }
+
+
+# ---- updates of workload objects: those that change container resources fail closed ---------
+
+CPU_TEMPLATE = {"spec": spec(CPU)}
+GPU_TEMPLATE = {"spec": spec(GPU)}
+TWO_GPUS = {"spec": spec({**GPU, "resources": {"limits": {"nvidia.com/gpu": "2"}}})}
+
+
+def suspended(obj: dict[str, Any], value: bool) -> dict[str, Any]:
+    """What Kueue's unsuspend changes: suspend, labels, a nodeSelector in every template."""
+    changed = json.loads(json.dumps(obj))
+    changed["spec"]["suspend"] = value
+    changed.setdefault("metadata", {}).setdefault("labels", {})["kueue.x-k8s.io/managed"] = "t"
+    return changed
+
+
+def update_cases(kind: Kind) -> dict[str, tuple[dict[str, Any], dict[str, Any], bool]]:
+    """Case -> (old object, new object, whether container resources changed)."""
+    # the last template wins where a kind has one: the GPU goes last
+    gpu = of_kind(kind.id, CPU_TEMPLATE, CPU_TEMPLATE, GPU_TEMPLATE)
+    return {
+        "gains-gpus": (of_kind(kind.id, CPU_TEMPLATE, CPU_TEMPLATE, CPU_TEMPLATE), gpu, True),
+        "more-gpus": (gpu, of_kind(kind.id, CPU_TEMPLATE, CPU_TEMPLATE, TWO_GPUS), True),
+        "kueue-unsuspends": (suspended(gpu, True), suspended(gpu, False), False),
+        "unchanged": (gpu, json.loads(json.dumps(gpu)), False),
+        "old-odd": ({"spec": {"x": [None]}}, gpu, True),
+        "new-odd": (gpu, {"spec": "oops"}, True),
+    }
+
+
+@pytest.mark.parametrize("kind", [k for k in KINDS if k.id != "Pod"], ids=lambda k: k.id)
+def test_only_updates_that_change_container_resources_reach_the_fail_closed_webhook(
+    celcheck: Path, kind: Kind
+) -> None:
+    """Each update reaches exactly one of a kind's two validating UPDATE webhooks: a GPU gained
+    or changed the fail-closed one, Kueue's unsuspend (suspend, labels) the fail-open one; an
+    odd object never makes an evaluation error. A map of templates (a PyTorchJob's replica
+    specs) compares key by key, whatever order CEL walks it in."""
+    cases = update_cases(kind)
+    found = all_conditions()
+    plural = _plural(kind)
+    exprs = {
+        "resources": found[f"{plural}-resources.validate.quotaguard.dev"][RESOURCES_CHANGED],
+        "update": found[f"{plural}-update.validate.quotaguard.dev"][RESOURCES_UNCHANGED],
+    }
+    objects = {name: new for name, (_, new, _) in cases.items()}
+    olds = {name: old for name, (old, _, _) in cases.items()}
+    result = subprocess.run(
+        [str(celcheck)],
+        input=json.dumps({"expressions": exprs, "objects": objects, "oldObjects": olds}),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    outcome = json.loads(result.stdout)
+    for name, (_, _, changed) in cases.items():
+        values = {hook: outcome[hook]["results"][name] for hook in exprs}
+        assert values == {"resources": changed, "update": not changed}, f"{kind.id} {name}"

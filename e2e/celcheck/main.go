@@ -4,7 +4,8 @@
 //	{"expressions": {"NAME": "EXPR"}, "objects": {"NAME": {...}}, "requests": {"NAME": {...}}}
 //
 // `requests` (optional) gives an object's admission request (`request.userInfo`, ...); an object
-// without one is evaluated with an empty request.
+// without one is evaluated with an empty request. `oldObjects` (optional) gives an object's
+// `oldObject` (an UPDATE's stored object); without one it is null, as on CREATE.
 //
 // Output (stdout, JSON): {"NAME": {"error": "...", "results": {"OBJECT": true|false|"error: ..."}}}
 package main
@@ -23,6 +24,7 @@ type input struct {
 	Expressions map[string]string         `json:"expressions"`
 	Objects     map[string]map[string]any `json:"objects"`
 	Requests    map[string]map[string]any `json:"requests"`
+	OldObjects  map[string]map[string]any `json:"oldObjects"`
 }
 
 type outcome struct {
@@ -54,7 +56,11 @@ func main() {
 			if request == nil {
 				request = map[string]any{}
 			}
-			value, _, err := compiled.Program.Eval(map[string]any{"object": object, "request": request})
+			activation := map[string]any{"object": object, "request": request, "oldObject": nil}
+			if oldObject, found := in.OldObjects[objectName]; found {
+				activation["oldObject"] = oldObject
+			}
+			value, _, err := compiled.Program.Eval(activation)
 			if err != nil {
 				results[objectName] = "error: " + err.Error()
 			} else {

@@ -25,6 +25,8 @@ Rule = Literal[
     "queue-not-allowed",  # a queue no tenant owns (default, the parent) and not in extraQueues
     "scheduler-not-allowed",  # a schedulerName other than the backend's or allowedSchedulers
     "unmatched-namespace",  # GPUs in a namespace no tenant owns, with unmatchedNamespaces: deny
+    "owner-not-controller",  # owned by a kind Kueue manages, created by other than its controller
+    "undecided-template",  # GPU requests quotaguard did not decide (an update, a new ReplicaSet)
     "node-selector-conflict",  # the pod's nodeSelector contradicts its class's nodeSelector
     "gpu-not-governed",  # a GPU no class counts: HAMi shares, another vendor's, KAI annotations
     "runtime-unreadable",  # a TrainJob's runtime admission cannot read

@@ -13,7 +13,8 @@ import jsonpatch
 
 from quotaguard.admission.decision import ALLOWED, Decision, combine
 from quotaguard.admission.mutate import mutate
-from quotaguard.admission.owners import trusted_creator
+from quotaguard.admission.owners import owner_kinds, trusted_creator
+from quotaguard.admission.provenance import refused_creation
 from quotaguard.admission.reviews import (
     AdmissionRequest,
     AdmissionReview,
@@ -61,7 +62,21 @@ def decide(
         return unreadable
     obj = with_runtime(given, namespace, runtimes)
     old = request.get("oldObject")
-    creator_trusted = trusted_creator(policy, request.get("userInfo"))
+    user_info = request.get("userInfo")
+    owners = owner_kinds(obj)
+    creator_trusted = trusted_creator(policy, user_info, owners)
+    if operation == "CREATE" and owners:
+        refused = refused_creation(
+            policy,
+            obj,
+            namespace,
+            user_info,
+            owners,
+            creator_trusted=creator_trusted,
+            name=request.get("name"),
+        )
+        if refused is not None:
+            return refused
     if operation_path == "mutate":
         mutation = mutate(
             policy,

@@ -13,9 +13,12 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any, NamedTuple
 
+import jsonpatch
+
 from quotaguard.admission.classes import left_to_kueue, resolve_class
-from quotaguard.admission.decision import ALLOWED, Decision, Denial, deny
+from quotaguard.admission.decision import ALLOWED, Decision, Denial, PatchOp, deny
 from quotaguard.admission.names import (
+    DECIDED_ANNOTATION,
     DEFAULT_SCHEDULER,
     GPU_CLASS_HINT,
     GPU_MEMORY_HINT,
@@ -26,6 +29,7 @@ from quotaguard.admission.names import (
     VOLCANO_SCHEDULER,
 )
 from quotaguard.admission.patch import PatchBuilder
+from quotaguard.admission.provenance import TEMPLATE_COMPARED
 from quotaguard.admission.restore import restore
 from quotaguard.admission.swap import swap_resource, whole_gpus
 from quotaguard.admission.ungoverned import asks_ungoverned
@@ -33,6 +37,9 @@ from quotaguard.admission.workload import (
     GpuContainer,
     TemplateView,
     as_map,
+    changed_gpu_templates,
+    decision_holds,
+    gpu_ask,
     has_gpus,
     owned_by_workload,
     template_views,
@@ -62,6 +69,8 @@ class _Mutation:
     denials: list[Denial]
     # requests left on a resource several classes share, for Kueue to pick the flavor
     kept: list[str] = field(default_factory=list)
+    # container pointer -> the resource its GPU request moves to
+    moved: dict[str, str] = field(default_factory=dict)
 
 
 def mutate(
@@ -74,12 +83,13 @@ def mutate(
     creator_trusted: bool = False,
 ) -> Decision:
     """CREATE decides; UPDATE puts back what CREATE decided when the update undid it (see
-    `restore`); other operations are left alone. `creator_trusted`: the request comes from a
-    controller whose owner references are believed (see `owners`)."""
+    `restore`) and decides like CREATE a template whose GPU requests it changes (see
+    `_update`); other operations are left alone. `creator_trusted`: the request comes from
+    the controller of the object's owner (see `owners`)."""
     if policy.exempt(namespace):
         return ALLOWED
     if operation == "UPDATE":
-        return restore(policy, obj, namespace, old_object, creator_trusted=creator_trusted)
+        return _update(policy, obj, namespace, old_object, creator_trusted=creator_trusted)
     if operation != "CREATE":
         return ALLOWED
     tenant = policy.tenant_of(namespace)
@@ -100,9 +110,8 @@ def mutate(
         placement, changes = _rewrite(policy, tenant, view, state)
         _place(tenant, view, placement, state)
         state.changes.extend(changes)
-        if not single_template and view.gpu_containers:
-            template = view.template
-            _provenance(template.metadata_pointer, template.metadata, tenant, changes, state)
+        if view.gpu_containers:
+            _stamp_template(view, tenant, changes, state, single_template=single_template)
     _queue(policy, tenant, obj, views, state)
     _provenance("/metadata", as_map(obj.get("metadata")), tenant, state.changes, state)
     audit = {"tenant": tenant.name}
@@ -118,6 +127,44 @@ def mutate(
         warnings=tuple(state.warnings),
         audit=audit,
     )
+
+
+def _update(
+    policy: TenantPolicy,
+    obj: Mapping[str, Any],
+    namespace: str,
+    old_object: Mapping[str, Any] | None,
+    *,
+    creator_trusted: bool,
+) -> Decision:
+    """What CREATE decided, put back; then, when the update (so restored) asks for GPUs the
+    stored object did not, the object decided like a CREATE: a Deployment edited to add GPUs is
+    rewritten and queued (or denied) as if created so. A Deployment's template without a
+    decision record is decided too: its new ReplicaSets are believed only with one."""
+    restored = restore(policy, obj, namespace, old_object, creator_trusted=creator_trusted)
+    if old_object is None or policy.tenant_of(namespace) is None:
+        return restored
+    current = _applied(obj, restored.patch)
+    redecide = changed_gpu_templates(policy.gpu_resources, current, old_object)
+    if not redecide and workload_kind(current) in TEMPLATE_COMPARED:
+        views = template_views(current, policy.gpu_resources)
+        redecide = [view for view in views if view.gpu_containers and not decision_holds(view)]
+    if not redecide:
+        return restored
+    decided = mutate(policy, current, namespace, creator_trusted=creator_trusted)
+    audit = {**restored.audit, **decided.audit}
+    warnings = restored.warnings + decided.warnings
+    if not decided.allowed:
+        return deny(decided.denials, warnings=warnings, audit=audit)
+    patch = restored.patch + decided.patch
+    return Decision(allowed=True, patch=patch, warnings=warnings, audit=audit)
+
+
+def _applied(obj: Mapping[str, Any], ops: tuple[PatchOp, ...]) -> Mapping[str, Any]:
+    if not ops:
+        return obj
+    patched: dict[str, Any] = jsonpatch.apply_patch(obj, list(ops))
+    return patched
 
 
 def _rewrite(
@@ -155,6 +202,7 @@ def _rewrite(
         placement[container.pointer] = chosen
         if chosen.resource != PLAIN_GPU:
             change = swap_resource(container, count, chosen.resource, state.patch)
+            state.moved[container.pointer] = chosen.resource
             changes.append(change)
             state.warnings.append(f"{change} (tenant {tenant.name}, {choice.reason})")
     return placement, changes
@@ -190,6 +238,7 @@ def _keep_for_kueue(
     resource = classes[0].resource
     if resource != PLAIN_GPU:
         changes.append(swap_resource(container, count, resource, state.patch))
+        state.moved[container.pointer] = resource
     names = " or ".join(c.name for c in classes)
     record = f"{container.label}: {resource}={count} on {names} (Kueue picks the flavor)"
     state.kept.append(record)
@@ -372,6 +421,23 @@ def _queue(
             patch.set("/spec", "queue", tenant.queue)
         if spec.get("schedulerName") in (None, "", DEFAULT_SCHEDULER):
             patch.set("/spec", "schedulerName", VOLCANO_SCHEDULER)
+
+
+def _stamp_template(
+    view: TemplateView,
+    tenant: Tenant,
+    changes: list[str],
+    state: _Mutation,
+    *,
+    single_template: bool,
+) -> None:
+    """The provenance of a GPU template (a Pod's is the object's, written once for it) and the
+    record of the GPUs it asks for once rewritten."""
+    template = view.template
+    if not single_template:
+        _provenance(template.metadata_pointer, template.metadata, tenant, changes, state)
+    record = gpu_ask(view, state.moved)
+    state.patch.set(f"{template.metadata_pointer}/annotations", DECIDED_ANNOTATION, record)
 
 
 def _provenance(

@@ -14,6 +14,10 @@ REWRITE_HINT = "quotaguard.dev/rewrite"
 # Provenance written by mutation.
 TENANT_ANNOTATION = "quotaguard.dev/tenant"
 REWRITTEN_ANNOTATION = "quotaguard.dev/rewritten"
+# What mutation decided for a pod template: its containers' GPU requests (see
+# quotaguard.admission.workload.gpu_ask). An object made from the template is believed decided
+# only while it asks for exactly these.
+DECIDED_ANNOTATION = "quotaguard.dev/decided-gpus"
 
 # Queue references of the two backends.
 VOLCANO_QUEUE_ANNOTATION = "scheduling.volcano.sh/queue-name"

@@ -26,6 +26,7 @@ from typing import Any
 from quotaguard.admission.classes import resolve_class
 from quotaguard.admission.decision import ALLOWED, Decision
 from quotaguard.admission.names import (
+    DECIDED_ANNOTATION,
     DEFAULT_SCHEDULER,
     KUEUE_QUEUE_LABEL,
     REWRITTEN_ANNOTATION,
@@ -49,7 +50,12 @@ from quotaguard.policy.model import Tenant, TenantPolicy
 
 # What CREATE writes into metadata, by where it writes it.
 _OBJECT_LABELS = (KUEUE_QUEUE_LABEL,)
-_STAMPED_ANNOTATIONS = (TENANT_ANNOTATION, REWRITTEN_ANNOTATION, VOLCANO_QUEUE_ANNOTATION)
+_STAMPED_ANNOTATIONS = (
+    TENANT_ANNOTATION,
+    REWRITTEN_ANNOTATION,
+    DECIDED_ANNOTATION,
+    VOLCANO_QUEUE_ANNOTATION,
+)
 _UNSET_SCHEDULERS = (None, "", DEFAULT_SCHEDULER)
 
 

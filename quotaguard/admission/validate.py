@@ -28,6 +28,7 @@ from quotaguard.admission.names import (
     VOLCANO_QUEUE_ANNOTATION,
     VOLCANO_SCHEDULER,
 )
+from quotaguard.admission.provenance import undecided_update
 from quotaguard.admission.ungoverned import ungoverned_denials
 from quotaguard.admission.workload import (
     GpuContainer,
@@ -106,6 +107,8 @@ def _update(
     if old_object is None or _gpu_requests(old_views) != _gpu_requests(views):
         for view in views:
             judged.extend(_gpu_rules(policy, tenant, view))
+        if strict and tenant is not None and old_object is not None:
+            judged.extend(undecided_update(policy, tenant, obj, views, old_views))
     if old_object is None or queue_refs(old_object, old_views) != refs:
         judged.extend(_queue_isolation(policy, tenant, namespace, refs, strict=strict))
     schedulers = scheduler_refs(obj, views)

@@ -14,6 +14,7 @@ from types import MappingProxyType
 from typing import Any, NoReturn
 
 from quotaguard.admission.names import (
+    DECIDED_ANNOTATION,
     DEFAULT_SCHEDULER,
     REWRITE_HINT,
     TENANT_ANNOTATION,
@@ -30,7 +31,7 @@ from quotaguard.kube.podspec import (
     pod_templates,
     ungoverned_gpu_resource,
 )
-from quotaguard.kube.quantity import QuantityError, parse_quantity
+from quotaguard.kube.quantity import QuantityError, parse_gpu_count, parse_quantity
 
 _EMPTY: Mapping[str, Any] = MappingProxyType({})
 _CONTAINER_LISTS = ("initContainers", "containers")
@@ -310,23 +311,75 @@ def has_gpus(views: list[TemplateView]) -> bool:
     return any(view.gpu_containers or view.scheduler_shares for view in views)
 
 
+def gpu_ask(view: TemplateView, moved: Mapping[str, str] = _EMPTY) -> str:
+    """The GPU requests of a template, as the decision record holds them:
+    `main=nvidia.com/mig-3g.40gb:2,setup=nvidia.com/gpu:1`, sorted. Containers by name (an
+    injected container does not shift them), amounts as whole numbers (a custom resource's `8`
+    and the `"8"` its controller copies into a Job are one ask; any other value is `?`, which
+    validation refuses anyway), limits before requests (a Pod's requests are defaulted from its
+    limits). `moved`: container pointer -> the resource
+    mutation moves its one GPU request to."""
+    entries = []
+    for container in view.gpu_containers:
+        name = container.label.rpartition("/")[2]
+        for resource in container.resources:
+            value = container.limits.get(resource, container.requests.get(resource))
+            count = parse_gpu_count(value)
+            amount = str(count) if count is not None else "?"  # refused by validation
+            entries.append(f"{name}={moved.get(container.pointer, resource)}:{amount}")
+    return ",".join(sorted(entries))
+
+
+def template_key(view: TemplateView) -> str:
+    """A template's identity across an update: its task or replicated job name (custom
+    resources' lists may come back reordered), else where it is."""
+    return view.name or view.template.spec_pointer
+
+
+def changed_gpu_templates(
+    gpu_resources: frozenset[str], obj: Mapping[str, Any], old_object: Mapping[str, Any]
+) -> list[TemplateView]:
+    """The templates of `obj` that ask for GPUs other than those of the same template of
+    `old_object` (a template that asked for none, or was not there, included)."""
+    old_views = template_views(old_object, gpu_resources, "request.oldObject")
+    return changed_views(template_views(obj, gpu_resources), old_views)
+
+
+def changed_views(views: list[TemplateView], old_views: list[TemplateView]) -> list[TemplateView]:
+    """`changed_gpu_templates` of two objects' views."""
+    old_asks = {template_key(view): gpu_ask(view) for view in old_views}
+    return [
+        view
+        for view in views
+        if view.gpu_containers and old_asks.get(template_key(view)) != gpu_ask(view)
+    ]
+
+
+def decision_holds(view: TemplateView) -> bool:
+    """The template carries a decision record for exactly the GPUs it asks for."""
+    annotations = as_map(view.template.metadata.get("annotations"))
+    return annotations.get(DECIDED_ANNOTATION) == gpu_ask(view)
+
+
 def owned_by_workload(
     obj: Mapping[str, Any], views: list[TemplateView], *, creator_trusted: bool
 ) -> bool:
     """Made by an object of a handled kind from a template admission decided there: created by
-    a controller whose owner references are believed (`creator_trusted`, see
-    `quotaguard.admission.owners`), owned by an object of a handled kind (see
-    `quotaguard.kube.kinds.OWNER_KINDS`) and carrying the tenant stamp that mutation writes
-    into every GPU template. Such an object is not decided again (mutation and restore leave it
+    the controller of its owner's kind (`creator_trusted`, see `quotaguard.admission.owners`),
+    owned by an object of a handled kind (see `quotaguard.kube.kinds.OWNER_KINDS`), carrying
+    the tenant stamp, and every GPU template carrying the decision record of what it asks for
+    now (`decision_holds`). Such an object is not decided again (mutation and restore leave it
     alone; validation still judges it). One made from a template admission never saw (created
-    before quotaguard handled its owner's kind, or while the webhook was not reachable), or
-    whose owner reference and stamp anyone could have written, is decided like any other.
+    before quotaguard handled its owner's kind, or while the webhook was not reachable), whose
+    stamp was written by hand (no record) or left from before its GPUs changed (another record),
+    or whose owner reference and stamp anyone could have written, is decided like any other.
 
     The one owner check of admission."""
     if not creator_trusted or not owned_by_handled_kind(obj):
         return False
-    if as_map(as_map(obj.get("metadata")).get("annotations")).get(TENANT_ANNOTATION):
-        return True
-    return any(
-        as_map(view.template.metadata.get("annotations")).get(TENANT_ANNOTATION) for view in views
+    stamped = as_map(as_map(obj.get("metadata")).get("annotations")).get(TENANT_ANNOTATION) or any(
+        as_map(view.template.metadata.get("annotations")).get(TENANT_ANNOTATION)
+        for view in views
+        if view.gpu_containers
     )
+    return bool(stamped) and all(decision_holds(view) for view in views if view.gpu_containers)

@@ -23,6 +23,7 @@ from pydantic import (
 )
 from pydantic.alias_generators import to_camel
 
+from quotaguard.kube.kinds import BY_ID as _KINDS_BY_ID
 from quotaguard.kube.names import GPU_RESOURCE, MIG_PREFIX, SHARED_GPU_RESOURCE
 from quotaguard.kube.quantity import QuantityError, format_bytes, format_duration, parse_duration
 from quotaguard.kube.quantity import parse_quantity as _parse_quantity
@@ -55,6 +56,15 @@ def _seconds(value: object) -> float:
     if seconds <= 0:
         raise ValueError("duration must be positive")
     return seconds
+
+
+def _owner_kinds(value: object) -> object:
+    if isinstance(value, dict):
+        for key in value:
+            if key not in _KINDS_BY_ID:
+                known = ", ".join(_KINDS_BY_ID)
+                raise ValueError(f"{key!r} is not a workload kind; the keys are: {known}")
+    return value
 
 
 Bytes = Annotated[int, BeforeValidator(_bytes), PlainSerializer(format_bytes, return_type=str)]
@@ -340,6 +350,11 @@ class PolicySpec(_Strict):
     # Usernames (`system:serviceaccount:NS:NAME`) of operators whose owner references admission
     # believes, besides kube-controller-manager's (see quotaguard.admission.owners).
     trusted_controllers: list[Annotated[str, Field(min_length=1)]] = Field(default_factory=list)
+    # Owner kind -> the usernames of its controller, replacing quotaguard's default for that
+    # kind (quotaguard.admission.owners.DEFAULT_OWNER_CONTROLLERS).
+    owner_controllers: Annotated[
+        dict[str, list[Annotated[str, Field(min_length=1)]]], BeforeValidator(_owner_kinds)
+    ] = Field(default_factory=dict)
     # schedulerNames GPU workloads may use besides the backend's (default-scheduler / volcano).
     allowed_schedulers: list[Annotated[str, Field(min_length=1)]] = Field(default_factory=list)
 

@@ -16,7 +16,7 @@ from typing import Any, Literal
 
 import yaml
 
-from quotaguard.admission.names import DEFAULT_SCHEDULER, TENANT_ANNOTATION
+from quotaguard.admission.names import DECIDED_ANNOTATION, DEFAULT_SCHEDULER, TENANT_ANNOTATION
 from quotaguard.admission.owners import KUBE_CONTROLLERS
 from quotaguard.kube.kinds import BY_ID, KINDS, OWNER_KINDS, Kind, Step, parse_path
 from quotaguard.kube.names import (
@@ -42,6 +42,8 @@ REQUESTS_NVIDIA = "requests-gpu-resources"
 PLAIN_GPU_NEXT_TO_ANOTHER = "plain-gpu-next-to-another-nvidia-resource"
 HAS_COMPONENTS = "has-components"
 NOT_YET_DECIDED = "not-yet-decided-by-quotaguard"
+RESOURCES_CHANGED = "container-resources-changed"
+RESOURCES_UNCHANGED = "container-resources-unchanged"
 
 # A resource admission judges (`podspec.is_gpu_resource`, `ungoverned_gpu_resource`): any
 # nvidia.com/ resource (HAMi's too), and any whose name looks like an accelerator.
@@ -56,9 +58,10 @@ _PLAIN_NEXT_TO_ANOTHER = (
 )
 
 
-def webhook_name(kind: Kind, path: str, operation: Operation) -> str:
-    """`pods.mutate.quotaguard.dev`, `rayjobs-update.validate.quotaguard.dev`."""
-    suffix = "-update" if operation == "UPDATE" else ""
+def webhook_name(kind: Kind, path: str, operation: Operation, *, resources: bool = False) -> str:
+    """`pods.mutate.quotaguard.dev`, `rayjobs-update.validate.quotaguard.dev`, and for the
+    updates that change container resources `rayjobs-resources.validate.quotaguard.dev`."""
+    suffix = "-resources" if resources else "-update" if operation == "UPDATE" else ""
     return f"{kind.id.lower()}s{suffix}.{path}.quotaguard.dev"
 
 
@@ -171,6 +174,91 @@ def _spark_role(steps: tuple[Step, ...], resources_check: str) -> list[str]:
     return branches
 
 
+def _pod_template_resources(template: str) -> str:
+    """CEL: the `resources` of every init container and container of the pod template
+    `template` (a list of two lists, empty ones where something is missing or odd)."""
+    spec = f"{template}.spec"
+    return (
+        f"(type({template}) == map && has({spec}) && type({spec}) == map\n"
+        f"  ? ['initContainers', 'containers'].map(f, f in {spec} && type({spec}[f]) == list\n"
+        f"    ? {spec}[f].map(c, type(c) == map && 'resources' in c ? c.resources : null)\n"
+        "    : [])\n"
+        "  : [])"
+    )
+
+
+def _collect(value: str, steps: tuple[Step, ...], leaf: str, depth: int = 0) -> str:
+    """CEL: a value that holds `leaf` (a template given the value's CEL as `{value}`) for every
+    value at `steps` below `value`, the key with each value of a map (so that two maps with the
+    same values under other keys differ). Every branch is `dyn`, as the type checker wants one
+    type for both sides of a `?:` and for the items of a list."""
+    if not steps:
+        return f"dyn({leaf.replace('{value}', value)})"
+    step, rest = steps[0], steps[1:]
+    here = f"{value}.{step.field}"
+    present = f"type({value}) == map && has({here})"
+    if step.kind == "field":
+        return f"({present}\n  ? {_collect(here, rest, leaf, depth)}\n  : dyn([]))"
+    item = f"i{depth}"
+    if step.kind == "list":
+        inner = _collect(item, rest, leaf, depth + 1)
+        return (
+            f"({present} && type({here}) == list\n  ? dyn({here}.map({item}, {inner}))\n"
+            "  : dyn([]))"
+        )
+    inner = _collect(f"{here}[{item}]", rest, leaf, depth + 1)
+    return (
+        f"({present} && type({here}) == map\n"
+        f"  ? dyn({here}.map({item}, [dyn({item}), {inner}]))\n  : dyn([]))"
+    )
+
+
+def _same(old: str, new: str, steps: tuple[Step, ...], leaf: str, depth: int = 0) -> str:
+    """CEL: the values at `steps` below `old` and `new` pass `leaf` equally. A list is compared
+    in order; a map key by key, since CEL walks a map in no fixed order."""
+    if not steps or steps[0].kind == "list":
+        return f"{_collect(old, steps, leaf, depth)}\n== {_collect(new, steps, leaf, depth)}"
+    step, rest = steps[0], steps[1:]
+    old_here, new_here = f"{old}.{step.field}", f"{new}.{step.field}"
+    is_map = " && type({0}) == map" if step.kind == "map" else ""
+    old_present = f"(type({old}) == map && has({old_here}){is_map.format(old_here)})"
+    new_present = f"(type({new}) == map && has({new_here}){is_map.format(new_here)})"
+    if step.kind == "field":
+        inner = _same(old_here, new_here, rest, leaf, depth)
+    else:
+        key = f"k{depth}"
+        below = _same(f"{old_here}[{key}]", f"{new_here}[{key}]", rest, leaf, depth + 1)
+        inner = (
+            f"size({old_here}) == size({new_here})\n"
+            f"&& {old_here}.all({key}, {key} in {new_here}\n&& {below})"
+        )
+    return f"({old_present} == {new_present}\n&& (!{old_present} || {inner}))"
+
+
+def resources_unchanged_expression(kind: Kind) -> str:
+    """CEL: the update keeps what the pod templates of the object ask for: the resources of
+    every container (an AppWrapper: every component's template, which CEL cannot search)."""
+    if kind.components is not None:
+        leaf = (
+            "(type({value}) == list\n"
+            "  ? {value}.map(c, type(c) == map && 'template' in c ? c.template : null)\n"
+            "  : [])"
+        )
+        return _same("oldObject", "object", parse_path(kind.components), leaf)
+    parts = []
+    for place in kind.templates:
+        leaf = "{value}" if place.form == "resources" else _pod_template_resources("{value}")
+        parts.append(_same("oldObject", "object", place.steps, leaf))
+    return "\n&& ".join(f"({part})" for part in parts)
+
+
+def resources_changed_expression(kind: Kind, changed: bool) -> str:
+    """CEL: the update changes (or, `changed=False`, keeps) the resources of some container of
+    the object's pod templates."""
+    unchanged = resources_unchanged_expression(kind)
+    return f"!(\n{_indent(unchanged)})" if changed else unchanged
+
+
 def _non_empty_string(map_cel: str, key: str) -> str:
     """The map `map_cel` (known to be a map) holds a non-empty string at `key`."""
     entry = f"{map_cel}['{key}']"
@@ -192,11 +280,13 @@ def _indent(text: str) -> str:
 
 
 def _stamped() -> str:
-    """The Pod carries the tenant stamp quotaguard's mutation writes."""
+    """The Pod carries the tenant stamp and the decision record quotaguard's mutation writes
+    (whether the record names what the Pod asks for, CEL cannot tell: validation checks it)."""
     return (
         "has(object.metadata) && type(object.metadata) == map\n"
         f"&& {_metadata_map('annotations')}\n"
-        f"&& {_non_empty_string('object.metadata.annotations', TENANT_ANNOTATION)}"
+        f"&& {_non_empty_string('object.metadata.annotations', TENANT_ANNOTATION)}\n"
+        f"&& {_non_empty_string('object.metadata.annotations', DECIDED_ANNOTATION)}"
     )
 
 
@@ -259,7 +349,9 @@ def decided_pod_expression() -> str:
     return f"!(\n{_indent(decided)})"
 
 
-def _conditions(kind: Kind, operation: Operation, mutating: bool) -> list[Manifest]:
+def _conditions(
+    kind: Kind, operation: Operation, mutating: bool, resources: bool | None
+) -> list[Manifest]:
     condition_name, expression = REQUESTS_NVIDIA, match_expression(kind)
     if kind.components is not None:
         condition_name = HAS_COMPONENTS
@@ -269,17 +361,29 @@ def _conditions(kind: Kind, operation: Operation, mutating: bool) -> list[Manife
     conditions = [{"name": condition_name, "expression": expression}]
     if kind.id == "Pod" and operation == "CREATE" and mutating:
         conditions.append({"name": NOT_YET_DECIDED, "expression": decided_pod_expression()})
+    if resources is not None:
+        conditions.append(
+            {
+                "name": RESOURCES_CHANGED if resources else RESOURCES_UNCHANGED,
+                "expression": resources_changed_expression(kind, resources),
+            }
+        )
     return conditions
 
 
-def _webhook(kind: Kind, path: str, operation: Operation) -> Manifest:
+def _webhook(
+    kind: Kind, path: str, operation: Operation, *, resources: bool | None = None
+) -> Manifest:
+    """One webhook; `resources` (validation of UPDATEs only): True for the updates that change
+    some container's resources (failurePolicy Fail), False for those that do not (Ignore)."""
     mutating = path == "mutate"
+    fails_closed = operation == "CREATE" or resources is True
     hook: Manifest = {
-        "name": webhook_name(kind, path, operation),
+        "name": webhook_name(kind, path, operation, resources=resources is True),
         "admissionReviewVersions": ["v1"],
         "sideEffects": "None",
-        "timeoutSeconds": 5 if operation == "CREATE" else 3,
-        "failurePolicy": "Fail" if operation == "CREATE" else "Ignore",
+        "timeoutSeconds": 5 if fails_closed else 3,
+        "failurePolicy": "Fail" if fails_closed else "Ignore",
         "matchPolicy": "Equivalent",
     }
     if mutating:
@@ -304,7 +408,7 @@ def _webhook(kind: Kind, path: str, operation: Operation) -> Manifest:
             "scope": "Namespaced",
         }
     ]
-    hook["matchConditions"] = _conditions(kind, operation, mutating)
+    hook["matchConditions"] = _conditions(kind, operation, mutating, resources)
     return hook
 
 
@@ -313,15 +417,30 @@ def _sent(kind: Kind, path: str, operation: Operation) -> bool:
     return not (kind.id == "Pod" and path == "validate" and operation == "UPDATE")
 
 
+def _splits_updates(kind: Kind, path: str, operation: Operation) -> bool:
+    """Validation of a workload's UPDATE comes in two webhooks: the updates that change a
+    container's resources (a GPU gained or changed must be decided: Fail) and all others
+    (Kueue's unsuspend, labels, a moved queue: Ignore)."""
+    return path == "validate" and operation == "UPDATE" and kind.id != "Pod"
+
+
 def webhooks(path: Literal["mutate", "validate"]) -> list[Manifest]:
-    """Every webhook of one configuration: CREATE for each kind, then UPDATE for each."""
+    """Every webhook of one configuration: CREATE for each kind, then UPDATE for each, then
+    (validation) the UPDATEs that change container resources, for each."""
     operations: tuple[Operation, ...] = ("CREATE", "UPDATE")
-    return [
-        _webhook(kind, path, operation)
-        for operation in operations
+    found = []
+    for operation in operations:
+        for kind in KINDS:
+            if not _sent(kind, path, operation):
+                continue
+            split = _splits_updates(kind, path, operation)
+            found.append(_webhook(kind, path, operation, resources=False if split else None))
+    found.extend(
+        _webhook(kind, path, "UPDATE", resources=True)
         for kind in KINDS
-        if _sent(kind, path, operation)
-    ]
+        if _splits_updates(kind, path, "UPDATE")
+    )
+    return found
 
 
 def configuration(path: Literal["mutate", "validate"]) -> Manifest:
@@ -387,9 +506,12 @@ MUTATING_HEADER = """\
 # an update undoes it: `kubectl apply` of an unchanged manifest adds nvidia.com/gpu back next
 # to the class (custom resources: replaces the templates with the manifest's), which leaves a
 # suspended Job's template with two GPU resources and makes the API server refuse the update
-# of a running Job or of a Pod as "field is immutable". They never deny. Ignore, because
-# Kueue's unsuspend and controllers' label updates pass through them and must not wait for
-# quotaguard; an outage only brings back the re-apply problem above. Pods are sent on UPDATE
+# of a running Job or of a Pod as "field is immutable". An update that changes a template's
+# GPU requests (a Deployment edited to ask for GPUs) is decided like a CREATE: rewritten,
+# queued and recorded, or denied. Ignore, because Kueue's unsuspend and controllers' label
+# updates pass through them and must not wait for quotaguard; an outage brings back the
+# re-apply problem above, and a GPU change that arrives undecided is refused by the validating
+# <kind>s-resources webhook (failurePolicy Fail). Pods are sent on UPDATE
 # only when a container holds a plain nvidia.com/gpu next to another nvidia.com/ resource
 # (what re-applying a rewritten Pod's manifest produces), so the frequent label, annotation
 # and scheduling-gate updates of GPU pods never reach quotaguard. Workload objects change
@@ -397,7 +519,9 @@ MUTATING_HEADER = """\
 #
 # Pods on CREATE have a second condition, not-yet-decided-by-quotaguard: a Pod that already
 # carries quotaguard's decision is not sent. That is a Pod with the tenant stamp
-# (quotaguard.dev/tenant), no plain nvidia.com/gpu next to another nvidia.com/ resource, and
+# (quotaguard.dev/tenant) and the decision record (quotaguard.dev/decided-gpus; validation
+# checks that it names what the Pod asks for), no plain nvidia.com/gpu next to another
+# nvidia.com/ resource, and
 # either made by one of kube-controller-manager's workload controllers for an owner of a kind
 # quotaguard handles (its template was decided at the owner: mutation would answer without a
 # patch), or with Kueue's queue label, Kueue's admission gate and the default scheduler (what
@@ -435,12 +559,24 @@ VALIDATING_HEADER = """\
 # component (config/components/pilot/) relaxes this to Ignore on one labelled namespace; see
 # docs/deploy.md.
 #
-# UPDATE of workload objects: webhooks of their own, failurePolicy Ignore. On UPDATE only a
-# changed queue is judged (Kueue lets a suspended Job move to another queue; it must stay one
-# of the tenant's). Ignore, because Kueue's unsuspend passes through them and must not wait for
-# quotaguard; an outage lets a queue move through unjudged, never a new workload. Pods are not
-# sent on UPDATE: their updates are frequent and their resources cannot change (a queue label
-# changed on a bare Pod is not judged).
+# UPDATE of workload objects: two webhooks per kind, told apart by a matchCondition that
+# compares the resources of every container of the pod templates with the stored object's.
+#
+# <kind>s-resources.validate (container-resources-changed): failurePolicy Fail. A template that
+# gains or changes GPUs is decided like a CREATE by the mutating UPDATE webhook, which records
+# the decision (quotaguard.dev/decided-gpus); this webhook refuses the update when the change
+# arrives undecided (that webhook fails open) or breaks the policy. Fail, because with Ignore
+# an outage would let a Deployment edited to ask for GPUs run them outside every queue. Kueue
+# and the workload controllers never change container resources (Kueue's unsuspend changes
+# suspend, labels, annotations, nodeSelector, tolerations), so they never wait for it; a user's
+# edit of a GPU workload's resources does, as a CREATE does.
+#
+# <kind>s-update.validate (container-resources-unchanged): failurePolicy Ignore. A changed
+# queue is judged (Kueue lets a suspended Job move to another queue; it must stay one of the
+# tenant's). Ignore, because Kueue's unsuspend passes through it and must not wait for
+# quotaguard; an outage lets a queue move through unjudged, never a GPU. Pods are not sent on
+# UPDATE: their updates are frequent and their resources cannot change (a queue label changed
+# on a bare Pod is not judged).
 #
 # It runs after every mutation, on the final object, so the rewritten class resources
 # (nvidia.com/mig-*, nvidia.com/gpu.shared) match the same condition.

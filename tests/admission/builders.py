@@ -8,6 +8,8 @@ from typing import Any
 import jsonpatch
 
 from quotaguard.admission import Decision
+from quotaguard.admission.names import DECIDED_ANNOTATION
+from quotaguard.admission.workload import gpu_ask, template_views
 from quotaguard.kube.kinds import BY_ID, Step
 
 
@@ -220,3 +222,17 @@ def _put(node: dict[str, Any], steps: tuple[Step, ...], value: Any, number: int)
         item = node.setdefault(step.field, {}).setdefault(name, {})
     if rest:
         _put(item, rest, value, number)
+
+
+def recorded(obj: dict[str, Any]) -> dict[str, Any]:
+    """`obj` with the decision record mutation writes into each of its GPU templates, as a
+    controller copies it from a decided owner's template."""
+    found = copy.deepcopy(obj)
+    for view in template_views(found, frozenset()):
+        if not view.gpu_containers:
+            continue
+        node: Any = found
+        for part in view.template.metadata_pointer.strip("/").split("/"):
+            node = node[int(part)] if isinstance(node, list) else node.setdefault(part, {})
+        node.setdefault("annotations", {})[DECIDED_ANNOTATION] = gpu_ask(view)
+    return found

@@ -6,6 +6,7 @@ import pytest
 
 from quotaguard.admission import mutate
 from quotaguard.admission.names import (
+    DECIDED_ANNOTATION,
     KUEUE_QUEUE_LABEL,
     REWRITTEN_ANNOTATION,
     TENANT_ANNOTATION,
@@ -21,6 +22,7 @@ from .builders import (
     limits_of,
     owner,
     pod,
+    recorded,
     requests_of,
     template,
     volcano_job,
@@ -356,13 +358,45 @@ def test_jobset_and_volcano_changes_name_the_template(policy):
     ],
 )
 def test_pods_of_workloads_are_not_rewritten(policy, parent):
-    obj = pod(gpu(1), annotations={"quotaguard.dev/tenant": "notebooks"}, owners=[parent])
+    obj = recorded(pod(gpu(1), annotations={"quotaguard.dev/tenant": "notebooks"}, owners=[parent]))
     decision = mutate(policy, obj, "nb-a", creator_trusted=True)
     assert decision.allowed
     assert decision.patch == ()
     # the same owner reference and stamp from anyone else are not believed
     forged = mutate(policy, obj, "nb-a")
     assert list(limits_of(applied(obj, forged))) == ["nvidia.com/gpu.shared"]
+
+
+@pytest.mark.parametrize(
+    "record",
+    [None, "main=nvidia.com/gpu:8", "main=nvidia.com/gpu.shared:1"],
+    ids=["tenant-stamp-only", "another-ask", "stale"],
+)
+def test_a_stamp_without_the_record_of_what_the_pod_asks_is_no_decision(policy, record):
+    """The tenant stamp written by hand (no record), or a record of other GPUs than the Pod
+    asks for (its template's GPUs changed after the decision), is not believed even from the
+    owner's controller: the Pod is decided like any other."""
+    annotations = {"quotaguard.dev/tenant": "notebooks"}
+    if record is not None:
+        annotations[DECIDED_ANNOTATION] = record
+    obj = pod(gpu(1), annotations=annotations, owners=[owner("Job", "batch/v1")])
+    decision = mutate(policy, obj, "nb-a", creator_trusted=True)
+    result = applied(obj, decision)
+    assert list(limits_of(result)) == ["nvidia.com/gpu.shared"]
+    assert result["metadata"]["annotations"][DECIDED_ANNOTATION] == "main=nvidia.com/gpu.shared:1"
+
+
+def test_mutation_records_what_each_gpu_template_asks_for_after_the_rewrite(policy):
+    obj = jobset(("launcher", template(container("cpu"))), ("workers", template(gpu(1))))
+    result = rewritten(policy, obj, "nb-a")
+    jobs = result["spec"]["replicatedJobs"]
+    workers = jobs[1]["template"]["spec"]["template"]["metadata"]["annotations"]
+    assert workers[DECIDED_ANNOTATION] == "main=nvidia.com/gpu.shared:1"
+    assert "metadata" not in jobs[0]["template"]["spec"]["template"]  # CPU-only: no record
+    # a Job the JobSet controller makes from the template asks for what the record says
+    assert recorded(job(jobs[1]["template"]["spec"]["template"])) == job(
+        jobs[1]["template"]["spec"]["template"]
+    )
 
 
 def test_pods_of_a_replicaset_are_rewritten(policy):

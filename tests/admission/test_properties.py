@@ -10,6 +10,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from quotaguard.admission import make_review, mutate, review_offline, validate
+from quotaguard.admission.patch import resolve
+from quotaguard.admission.workload import decision_holds, template_views
+from quotaguard.kube.quantity import parse_gpu_count
 
 from .builders import applied
 from .strategies import NAMESPACES, workloads
@@ -54,3 +57,32 @@ def test_offline_review_returns_the_patched_object(policy, obj, namespace):
         assert patched == obj
         assert answer["status"]["code"] == 403
         assert "patch" not in answer
+
+
+@SETTINGS
+@given(workloads(), st.sampled_from(NAMESPACES))
+def test_the_decision_record_holds_for_what_mutation_leaves_and_for_nothing_else(
+    policy, obj, namespace
+):
+    """Every GPU template mutation leaves carries the record of exactly what it asks for; the
+    same template asking for one GPU more does not."""
+    decision = mutate(policy, obj, namespace)
+    if not decision.allowed or policy.tenant_of(namespace) is None:
+        return
+    result = applied(obj, decision)
+    views = [v for v in template_views(result, policy.gpu_resources) if v.gpu_containers]
+    assert all(decision_holds(view) for view in views)
+    for view in views:
+        container = view.gpu_containers[0]
+        resource = container.resources[0]
+        count = parse_gpu_count(container.limits.get(resource, container.requests.get(resource)))
+        if count is None:
+            continue
+        raised = copy.deepcopy(result)
+        node = resolve(raised, container.resources_pointer)
+        assert isinstance(node, dict)
+        for section in ("limits", "requests"):
+            if resource in (node.get(section) or {}):
+                node[section][resource] = str(count + 1)
+        changed = template_views(raised, policy.gpu_resources)
+        assert not all(decision_holds(v) for v in changed if v.gpu_containers)

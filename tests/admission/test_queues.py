@@ -16,7 +16,7 @@ from quotaguard.admission.names import (
 )
 from quotaguard.kube.names import KUEUE_ADMISSION_GATE
 
-from .builders import container, gpu, job, pod, template
+from .builders import container, gpu, job, pod, recorded, template
 
 ESCAPES = yaml.safe_load(
     (
@@ -247,11 +247,13 @@ def test_an_update_that_keeps_a_scheduler_the_policy_no_longer_lists_is_allowed(
 
 def test_a_pod_the_job_controller_updates_is_not_judged_for_its_scheduler(policy):
     def stamped(scheduler):
-        return pod(
-            container(limits={"nvidia.com/gpu": 2}),
-            annotations={"quotaguard.dev/tenant": "training"},
-            owners=[{"apiVersion": "batch/v1", "kind": "Job", "name": "j", "uid": "u"}],
-            schedulerName=scheduler,
+        return recorded(
+            pod(
+                container(limits={"nvidia.com/gpu": 2}),
+                annotations={"quotaguard.dev/tenant": "training"},
+                owners=[{"apiVersion": "batch/v1", "kind": "Job", "name": "j", "uid": "u"}],
+                schedulerName=scheduler,
+            )
         )
 
     old, new = stamped("default-scheduler"), stamped("gang")

@@ -1,4 +1,5 @@
-"""Mutation on UPDATE: re-applying a manifest puts back what CREATE decided, decides nothing new.
+"""Mutation on UPDATE: re-applying a manifest puts back what CREATE decided; an update that
+changes a template's GPU requests is decided like a CREATE (test_update_decides.py).
 
 The updated objects are built as `kubectl apply` merges them: a strategic merge (Pods, Jobs)
 adds `nvidia.com/gpu` back next to the class; a merge of a custom resource (JobSet, Volcano Job)
@@ -173,11 +174,16 @@ def test_pods_of_a_job_are_left_alone_on_update(policy):
 
 
 def test_two_classes_next_to_the_plain_gpu_are_left_alone(policy):
+    """Nothing CREATE would have made: no resource is moved (the new requests are recorded as
+    asked), and validation refuses the two classes."""
     stored = created(policy, training_job(), "training")
     merged = with_plain_gpu(stored)
     pod_template_of(merged)["spec"]["containers"][0]["resources"]["limits"][MIG_1G] = "1"
     decision = mutate(policy, merged, "training", operation="UPDATE", old_object=stored)
-    assert decision.patch == ()
+    assert [op["path"] for op in decision.patch if "/resources/" in op["path"]] == []
+    body = make_review(merged, namespace="training", operation="UPDATE", old_object=stored)
+    answer, _ = review_offline(policy, body)
+    assert answer["response"]["auditAnnotations"]["denied"].startswith("two-classes")
 
 
 def test_an_update_is_never_denied(policy):

@@ -14,7 +14,7 @@ from quotaguard.admission.names import KUEUE_QUEUE_LABEL, VOLCANO_QUEUE_ANNOTATI
 from quotaguard.admission.validate import _upper_bound_within
 from quotaguard.admission.workload import GpuContainer
 
-from .builders import container, gpu, job, pod, template, volcano_job
+from .builders import container, gpu, job, pod, recorded, template, volcano_job
 
 SHARED = "nvidia.com/gpu.shared"
 MIG_1G = "nvidia.com/mig-1g.10gb"
@@ -273,7 +273,7 @@ def test_update_that_keeps_the_queue_is_allowed_even_if_now_invalid(policy):
 
 def test_update_that_raises_a_suspended_jobs_gpus_is_judged_again(policy):
     old = job(template(gpu(8)), labels={KUEUE_QUEUE_LABEL: "training"})
-    new = job(template(gpu(9)), labels={KUEUE_QUEUE_LABEL: "training"})
+    new = recorded(job(template(gpu(9)), labels={KUEUE_QUEUE_LABEL: "training"}))
     decision = validate(policy, new, "training", operation="UPDATE", old_object=old)
     assert decision.rules == ("max-gpus-per-pod",)
     assert "8" in decision.message

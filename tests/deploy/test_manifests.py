@@ -415,10 +415,18 @@ def test_webhook_configurations_are_safe_for_the_api_server(build: list[Manifest
         assert hook["admissionReviewVersions"] == ["v1"], where
         # CREATE and UPDATE never share a webhook: they fail differently.
         (operation,) = operations(hook)
-        assert hook["name"].split(".")[0].endswith("-update") == (operation == "UPDATE"), where
-        # An outage blocks new GPU workloads, never Kueue's unsuspend or controllers' updates.
-        assert hook["failurePolicy"] == ("Fail" if operation == "CREATE" else "Ignore"), where
-        if operation == "UPDATE":
+        resources = hook["name"].split(".")[0].endswith("-resources")
+        assert hook["name"].split(".")[0].endswith(("-update", "-resources")) == (
+            operation == "UPDATE"
+        ), where
+        conditions = [c["name"] for c in hook["matchConditions"]]
+        # An outage blocks new GPU workloads and updates that change a GPU workload's container
+        # resources (an undecided GPU change), never Kueue's unsuspend or controllers' updates,
+        # which change no container's resources.
+        fails_closed = operation == "CREATE" or resources
+        assert hook["failurePolicy"] == ("Fail" if fails_closed else "Ignore"), where
+        assert ("container-resources-changed" in conditions) == resources, where
+        if operation == "UPDATE" and not resources:
             assert hook["timeoutSeconds"] <= 3, where
         expressions = hook["namespaceSelector"]["matchExpressions"]
         assert {
@@ -439,7 +447,9 @@ def test_webhook_configurations_are_safe_for_the_api_server(build: list[Manifest
         if kind.startswith("Mutating"):
             assert hook["reinvocationPolicy"] == "IfNeeded", where
         assert hook["matchConditions"], where
-        seen.setdefault((kind, operation), set()).update(kinds_of(hook))
+        seen.setdefault((kind, "RESOURCES" if resources else operation), set()).update(
+            kinds_of(hook)
+        )
     pods = ("", "v1", "pods")
     assert seen == {
         ("MutatingWebhookConfiguration", "CREATE"): WEBHOOK_KINDS,
@@ -449,6 +459,8 @@ def test_webhook_configurations_are_safe_for_the_api_server(build: list[Manifest
         ("MutatingWebhookConfiguration", "UPDATE"): WEBHOOK_KINDS,
         # a queue moved by an update stays the tenant's; a Pod's updates are not sent
         ("ValidatingWebhookConfiguration", "UPDATE"): WEBHOOK_KINDS - {pods},
+        # a GPU gained or changed by an update is decided, or the update refused
+        ("ValidatingWebhookConfiguration", "RESOURCES"): WEBHOOK_KINDS - {pods},
     }
 
 
@@ -476,6 +488,16 @@ def test_only_the_mutating_pod_create_webhook_leaves_out_pods_already_decided(
     assert found.pop(pod_mutation) == [REQUESTS_NVIDIA, NOT_YET_DECIDED]
     pod_validation = ("ValidatingWebhookConfiguration", "pods.validate.quotaguard.dev")
     assert found[pod_validation] == [REQUESTS_NVIDIA]
+    # validation of a workload's UPDATE is split by whether container resources change
+    for (kind, name), names in list(found.items()):
+        split = {
+            "-update": "container-resources-unchanged",
+            "-resources": "container-resources-changed",
+        }
+        for suffix, condition in split.items():
+            if kind.startswith("Validating") and name.split(".")[0].endswith(suffix):
+                assert names[1:] == [condition], name
+                found[(kind, name)] = names[:1]
     assert [key for key, names in found.items() if len(names) != 1] == []
 
 
@@ -495,6 +517,7 @@ def test_every_kind_has_its_four_webhooks_and_one_condition(build: list[Manifest
         }
         if kind.id != "Pod":
             expected.add(f"{plural}-update.validate.quotaguard.dev")
+            expected.add(f"{plural}-resources.validate.quotaguard.dev")
         assert expected <= names, kind.id
 
 
@@ -550,7 +573,7 @@ def test_pilot_limits_the_webhooks_to_labelled_namespaces_and_recommends(
     docs = renders(tool, ["pilot"])
     hooks = list(webhooks(docs))
     # CREATE: mutating and validating for each kind; UPDATE: the same but no Pod validation
-    assert len(hooks) == 4 * len(KINDS) - 1
+    assert len(hooks) == 5 * len(KINDS) - 2
     for _, hook in hooks:
         assert hook["failurePolicy"] == "Ignore"
         selector = hook["namespaceSelector"]

@@ -1,0 +1,255 @@
+"""Two ways a tenant could get GPUs outside its queue, closed, through the real kube-apiserver,
+kube-controller-manager (its controllers under their own service accounts) and Kueue v0.17.0
+with its webhooks, next to quotaguard's shipped webhook/ manifests.
+
+1. A Deployment created CPU-only (never sent to quotaguard), then edited to ask for GPUs with
+   a hand-written `quotaguard.dev/tenant` stamp in its template. quotaguard decides the update
+   like a CREATE: the Deployment gets the tenant's queue, so Kueue gates its Pods and accounts
+   them in a Workload; the Deployment controller makes one ReplicaSet of it (quotaguard never
+   rewrites the ReplicaSet, which would make it make one after another).
+2. A tenant user creates a GPU Pod whose controller ownerReference names the tenant's own Job.
+   Kueue would account it through the Job and never gate it; quotaguard refuses it, since only
+   the job controller makes a Job's Pods, and the job controller's Pods still run.
+
+And the GPU edit of (1) arriving undecided (quotaguard's mutating UPDATE webhooks fail open) is
+refused by the validating webhook that fails closed for updates changing container resources.
+Each test was seen failing against the admission before these changes.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+
+from e2e import build
+from e2e.cluster import Cluster, QuotaguardServer, wait_until, whole_gpu_node
+from e2e.kueue import (
+    KUEUE_SAMPLES,
+    POLICY,
+    KueueProcess,
+    sample_documents,
+    start_kueue,
+    training_job,
+)
+
+GPU = "nvidia.com/gpu"
+QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+ADMISSION_GATE = "kueue.x-k8s.io/admission"
+TENANT = "quotaguard.dev/tenant"
+USER = "alice@example.com"
+NAMESPACE = "training"
+MUTATING = "00-quotaguard-mutating"
+
+
+@pytest.fixture(scope="module")
+def cluster(
+    make_module_cluster: Callable[..., Cluster], toolchain: build.Toolchain
+) -> Iterator[Cluster]:
+    binary = build.kueue_binary()
+    if binary is None:
+        pytest.skip("Kueue controller not built (optional e2e.build step)")
+    if toolchain.kueue_webhook_dir is None or not toolchain.kueue_webhook_dir.exists():
+        pytest.skip("Kueue's webhook manifests not copied (optional e2e.build step)")
+    made = make_module_cluster(controllers=True)
+    made.add_nodes(whole_gpu_node("h100-0", 8), whole_gpu_node("h100-1", 8))
+    made.apply(sample_documents(KUEUE_SAMPLES, "namespaces.yaml", "resourceflavors.yaml"))
+    for doc in sample_documents(KUEUE_SAMPLES, "clusterqueues.yaml"):
+        made.create(doc)
+    made.apply(sample_documents(KUEUE_SAMPLES, "localqueues.yaml"))
+    # The tenant's user may do what a namespace editor may.
+    made.apply(
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "RoleBinding",
+            "metadata": {"name": "alice-edits", "namespace": NAMESPACE},
+            "roleRef": {
+                "apiGroup": "rbac.authorization.k8s.io",
+                "kind": "ClusterRole",
+                "name": "edit",
+            },
+            "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": USER}],
+        }
+    )
+    kueue: KueueProcess = start_kueue(made, binary)
+    quotaguard: QuotaguardServer = made.serve_quotaguard(
+        POLICY, components="webhook", name="qg-no-way-around"
+    )
+    yield made
+    made.stop_quotaguard(quotaguard)
+    made.unregister_webhooks(kueue.webhooks)
+
+
+def as_user(cluster: Cluster, verb: str, manifest: dict[str, Any]) -> Any:
+    """`kubectl VERB` of `manifest` as the tenant's user: the API server's userInfo is theirs."""
+    return cluster.kubectl(f"--as={USER}", verb, "-f", "-", input=json.dumps(manifest), check=False)
+
+
+def workload_owned_by(cluster: Cluster, uid: str) -> dict[str, Any] | None:
+    for item in cluster.get("workloads.kueue.x-k8s.io", namespace=NAMESPACE)["items"]:
+        if any(o.get("uid") == uid for o in item["metadata"].get("ownerReferences") or []):
+            found: dict[str, Any] = item
+            return found
+    return None
+
+
+def pods_with(cluster: Cluster, selector: str) -> list[dict[str, Any]]:
+    found: list[dict[str, Any]] = cluster.get("pods", "-l", selector, namespace=NAMESPACE)["items"]
+    return found
+
+
+def gates(pod: dict[str, Any]) -> list[str]:
+    return [g["name"] for g in pod["spec"].get("schedulingGates") or []]
+
+
+def deployment(
+    name: str, replicas: int, resources: dict[str, Any], **annotations: str
+) -> dict[str, Any]:
+    template: dict[str, Any] = {
+        "metadata": {"labels": {"app": name}},
+        "spec": {
+            "containers": [
+                {"name": "server", "image": "registry.example/server:1", "resources": resources}
+            ]
+        },
+    }
+    if annotations:
+        template["metadata"]["annotations"] = dict(annotations)
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": name, "namespace": NAMESPACE},
+        "spec": {
+            "replicas": replicas,
+            "selector": {"matchLabels": {"app": name}},
+            "template": template,
+        },
+    }
+
+
+@pytest.mark.parametrize("forged", [True, False], ids=["forged-stamp", "no-stamp"])
+def test_a_cpu_deployment_edited_to_gain_gpus_is_queued_by_kueue(
+    cluster: Cluster, forged: bool
+) -> None:
+    """With the hand-written stamp, the Pods once ran outside every queue; without it, each new
+    ReplicaSet was rewritten and the Deployment controller made one after another."""
+    name = "forged" if forged else "edited"
+    created = as_user(cluster, "create", deployment(name, 0, {"limits": {"cpu": "1"}}))
+    assert created.returncode == 0, created.stderr
+    stamp = {TENANT: NAMESPACE} if forged else {}
+    edited = as_user(cluster, "replace", deployment(name, 1, {"limits": {GPU: "4"}}, **stamp))
+    assert edited.returncode == 0, edited.stderr
+
+    pod = wait_until(
+        lambda: next(iter(pods_with(cluster, f"app={name}")), None),
+        timeout=60,
+        what="the edited Deployment's Pod",
+    )
+    # Kueue gated it and accounts it in a Workload: it runs only within the tenant's quota
+    workload = wait_until(
+        lambda: workload_owned_by(cluster, pod["metadata"]["uid"]),
+        timeout=30,
+        what="Kueue's Workload for the Pod (a Pod outside every queue has none)",
+    )
+    podsets = workload["spec"]["podSets"]
+    assert podsets[0]["template"]["spec"]["containers"][0]["resources"]["limits"][GPU] == "4"
+    stored = cluster.get("deployment", name, namespace=NAMESPACE)
+    # decided like a CREATE: the tenant's queue, the class's nodes, the decision recorded
+    assert stored["metadata"]["labels"][QUEUE_LABEL] == "training"
+    template = stored["spec"]["template"]
+    assert template["metadata"]["labels"][QUEUE_LABEL] == "training"
+    assert template["spec"]["nodeSelector"]["nvidia.com/gpu.product"] == "NVIDIA-H100-80GB-HBM3"
+    assert template["metadata"]["annotations"]["quotaguard.dev/decided-gpus"] == (
+        "server=nvidia.com/gpu:4"
+    )
+
+    # One ReplicaSet of the GPU template, made once: never rewritten, so no rollout loop.
+    time.sleep(5)
+    replica_sets = cluster.get("replicasets", "-l", f"app={name}", namespace=NAMESPACE)["items"]
+    assert len(replica_sets) <= 2, [r["metadata"]["name"] for r in replica_sets]
+    assert not cluster.get("deployment", name, namespace=NAMESPACE)["status"].get("collisionCount")
+
+
+def test_a_pod_a_tenant_makes_for_its_own_job_is_refused(cluster: Cluster) -> None:
+    job = json.loads(cluster.create(training_job("owns-nothing", 1)).stdout)
+    assert job["metadata"]["labels"][QUEUE_LABEL] == "training"
+    uid = job["metadata"]["uid"]
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": "rides-along",
+            "namespace": NAMESPACE,
+            "annotations": {TENANT: NAMESPACE},
+            "ownerReferences": [
+                {
+                    "apiVersion": "batch/v1",
+                    "kind": "Job",
+                    "name": "owns-nothing",
+                    "uid": uid,
+                    "controller": True,
+                }
+            ],
+        },
+        "spec": {
+            "restartPolicy": "Never",
+            "containers": [
+                {
+                    "name": "trainer",
+                    "image": "registry.example/trainer:1",
+                    "resources": {"limits": {GPU: "8"}},
+                }
+            ],
+        },
+    }
+    refused = as_user(cluster, "create", pod)
+    assert refused.returncode != 0, "the Pod was created: Kueue would neither gate nor count it"
+    assert 'names Job "owns-nothing" as its controller' in refused.stderr
+    assert f"created by {USER}" in refused.stderr
+    assert cluster.kubectl("get", "pod", "rides-along", "-n", NAMESPACE, check=False).returncode
+
+    # The Job's own Pod, which the job controller makes once Kueue admits the Job, is made.
+    made = wait_until(
+        lambda: next(iter(pods_with(cluster, "batch.kubernetes.io/job-name=owns-nothing")), None),
+        timeout=60,
+        what="the job controller's Pod of the admitted Job",
+    )
+    assert made["spec"]["containers"][0]["resources"]["limits"] == {GPU: "8"}
+    assert ADMISSION_GATE not in gates(made)
+
+
+def test_a_gpu_edit_the_mutating_webhook_did_not_decide_is_refused(cluster: Cluster) -> None:
+    """The mutating UPDATE webhooks fail open (Kueue's unsuspend must never wait for them), so
+    the decision is enforced by validation, which fails closed for the updates that change a
+    container's resources: with quotaguard's mutating configuration gone (as if its UPDATE call
+    had timed out), the GPU edit is refused, and an update that changes no resources passes."""
+    created = as_user(cluster, "create", deployment("undecided", 0, {"limits": {"cpu": "1"}}))
+    assert created.returncode == 0, created.stderr
+    registered = cluster.get("mutatingwebhookconfiguration", MUTATING)
+    for field in ("resourceVersion", "uid", "creationTimestamp", "generation", "managedFields"):
+        registered["metadata"].pop(field, None)
+    cluster.kubectl("delete", "mutatingwebhookconfiguration", MUTATING)
+    try:
+        stamp = {TENANT: NAMESPACE, "quotaguard.dev/decided-gpus": "server=nvidia.com/gpu:4"}
+        edited = as_user(
+            cluster, "replace", deployment("undecided", 1, {"limits": {GPU: "4"}}, **stamp)
+        )
+        assert edited.returncode != 0, "an undecided GPU edit was stored"
+        assert "deployments-resources.validate.quotaguard.dev" in edited.stderr
+        assert "retry it" in edited.stderr
+        labelled = cluster.kubectl(
+            f"--as={USER}",
+            "label",
+            "deployment",
+            "undecided",
+            "-n",
+            NAMESPACE,
+            "team=a",
+            check=False,
+        )
+        assert labelled.returncode == 0, labelled.stderr
+    finally:
+        cluster.create(registered)
