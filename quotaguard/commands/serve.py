@@ -109,7 +109,17 @@ def register(verbs: Any) -> None:
         type=_positive_int,
         default=1000,
         metavar="N",
-        help="connections open at once; past it a new one is answered 503 (JSON) and closed",
+        help="connections open at once; past it a new one takes the place of the connection "
+        "idle the longest of the peer holding the most, or when none is idle is answered 503 "
+        "(JSON) and closed",
+    )
+    limits.add_argument(
+        "--webhook-max-connections-per-peer",
+        type=_positive_int,
+        default=100,
+        metavar="N",
+        help="connections one client address may hold; past it a new one takes the place of "
+        "that client's connection idle the longest, or when none is idle is answered 503",
     )
     limits.add_argument(
         "--webhook-idle-timeout",
@@ -185,6 +195,7 @@ def run(args: argparse.Namespace) -> int:
         prometheus_timeout=args.prometheus_timeout,
         gpu_operator_namespace=args.gpu_operator_namespace,
         webhook_max_connections=args.webhook_max_connections,
+        webhook_max_connections_per_peer=args.webhook_max_connections_per_peer,
         webhook_idle_timeout=args.webhook_idle_timeout,
         webhook_header_timeout=args.webhook_header_timeout,
         webhook_body_timeout=args.webhook_body_timeout,

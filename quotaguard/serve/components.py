@@ -68,6 +68,7 @@ class ServeOptions:
     gpu_operator_namespace: str = "gpu-operator"  # default-mig-parted-config's namespace
     # the webhook's connection bounds (webhook/guard.py)
     webhook_max_connections: int = 1000
+    webhook_max_connections_per_peer: int = 100
     webhook_idle_timeout: float = 60.0
     webhook_header_timeout: float = 10.0
     webhook_body_timeout: float = 10.0
