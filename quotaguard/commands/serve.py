@@ -61,6 +61,15 @@ def register(verbs: Any) -> None:
         help="quota controller mode (default: the policy's spec.rebalance.mode)",
     )
     parser.add_argument(
+        "--reports-auth",
+        choices=("kubernetes", "none"),
+        default="kubernetes",
+        help="who may read /metrics and /reports: kubernetes, callers whose bearer token the "
+        "API server accepts (TokenReview) and allows to get the path (SubjectAccessReview, "
+        'nonResourceURLs ["/metrics", "/reports", "/reports/*"]); none, everyone, only on a '
+        "network you trust. /healthz and /readyz are always open",
+    )
+    parser.add_argument(
         "--log-level", choices=LOG_LEVELS, default="info", help="JSON log lines at this level"
     )
     parser.add_argument(
@@ -200,6 +209,7 @@ def run(args: argparse.Namespace) -> int:
         webhook_header_timeout=args.webhook_header_timeout,
         webhook_body_timeout=args.webhook_body_timeout,
         webhook_reuse_port=args.webhook_reuse_port,
+        reports_auth=args.reports_auth,
     )
     try:
         resolve_components(components)  # imported now, so that the freeze below covers them

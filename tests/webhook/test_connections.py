@@ -311,6 +311,7 @@ def test_serve_flags_set_the_connection_cap(tmp_path: Path) -> None:
         probe.bind(("127.0.0.1", 0))
         port = int(probe.getsockname()[1])
     options = ServeOptions(
+        reports_auth="none",
         policy=str(SAMPLE_POLICY),
         components=("webhook",),
         bind_address="127.0.0.1",
