@@ -32,6 +32,7 @@ import json
 import logging
 import ssl
 import time
+import weakref
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from http import HTTPStatus
@@ -42,10 +43,23 @@ from aiohttp.http_exceptions import HttpProcessingError
 from aiohttp.typedefs import Middleware
 from aiohttp.web_protocol import RequestHandler
 
+from quotaguard.serve.observability import counter, gauge
+
 log = logging.getLogger("quotaguard.webhook")
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 TLS_READ_BUFFER: Final = 32 * 1024
+CONNECTIONS: Final = gauge(
+    "quotaguard_webhook_connections", "Connections the webhook listener holds open."
+)
+CONNECTIONS_CLOSED: Final = counter(
+    "quotaguard_webhook_connections_closed_total",
+    "Connections the webhook closed itself (reason: idle, slow headers, evicted to make room "
+    "for a new one, refused past the caps).",
+    ["reason"],
+)
+_LIVE_GUARDS: weakref.WeakSet[ConnectionGuard] = weakref.WeakSet()
+CONNECTIONS.set_function(lambda: sum(guard.count for guard in list(_LIVE_GUARDS)))
 _REFUSED: Final = (
     b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\n"
     b"Connection: close\r\nContent-Length: 48\r\n\r\n"
@@ -138,6 +152,7 @@ class ConnectionGuard:
         self.refused = 0
         self.timed_out = 0
         self.evicted = 0
+        _LIVE_GUARDS.add(self)
 
     @property
     def count(self) -> int:
@@ -153,6 +168,7 @@ class ConnectionGuard:
         peer = peer_address(transport)
         if not self._make_room(peer):
             self.refused += 1
+            CONNECTIONS_CLOSED.labels("refused").inc()
             if isinstance(transport, asyncio.WriteTransport):
                 transport.write(_REFUSED)
             transport.close()
@@ -180,6 +196,7 @@ class ConnectionGuard:
         self._forget(victim)
         victim.transport.abort()  # type: ignore[attr-defined]
         self.evicted += 1
+        CONNECTIONS_CLOSED.labels("evicted").inc()
         log.info("closed an idle connection for a new one", extra={"peer": peer})
         return True
 
@@ -221,6 +238,8 @@ class ConnectionGuard:
             )
         ]
         for connection in late:
+            reason = "idle" if connection.partial_since is None else "slow"
+            CONNECTIONS_CLOSED.labels(reason).inc()
             self._forget(connection)
             # abort, not close: a TLS close waits (30 s) for a close_notify the client that
             # went quiet never sends, and the connection would count until then.

@@ -17,6 +17,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from quotaguard.serve.observability import REGISTRY
 from quotaguard.webhook.guard import (
     ClientMistakes,
     ConnectionGuard,
@@ -68,9 +69,17 @@ def open_from(port: int, context: ssl.SSLContext, peer: str) -> ssl.SSLSocket:
     return context.wrap_socket(raw, server_hostname="127.0.0.1")
 
 
+def closed_total(reason: str) -> float:
+    value = REGISTRY.get_sample_value(
+        "quotaguard_webhook_connections_closed_total", {"reason": reason}
+    )
+    return value or 0.0
+
+
 def test_a_client_holding_1010_idle_connections_leaves_room_for_another(default_bounds) -> None:
     server, context = default_bounds
     limits = server.guard.limits
+    evicted_before = closed_total("evicted")
     hoard = [open_from(server.webhook_port, context, "127.0.0.1") for _ in range(HOARDED)]
     deadline = time.monotonic() + PATIENCE
     while server.call(lambda: server.guard.evicted) < HOARDED - limits.max_per_peer:
@@ -85,6 +94,11 @@ def test_a_client_holding_1010_idle_connections_leaves_room_for_another(default_
     assert answer.startswith(b"HTTP/1.1 200"), answer[:200]
     assert waited < 5.0  # the API server's webhook timeout is 5 s
     assert server.call(lambda: server.guard.refused) == 0
+    # what an operator sees: the hoard's evictions, and no more connections than the caps allow
+    assert closed_total("evicted") - evicted_before >= HOARDED - limits.max_per_peer
+    assert server.call(lambda: server.guard.count) == limits.max_per_peer + 1
+    open_now = REGISTRY.get_sample_value("quotaguard_webhook_connections")
+    assert open_now is not None and open_now >= limits.max_per_peer + 1  # every listener's
     for sock in [*hoard, api_server]:
         sock.close()
 
@@ -151,6 +165,32 @@ def test_a_connection_whose_headers_are_arriving_makes_way_after_the_idle_ones()
     guard.begin(newer)
     guard.opened(FakeTransport("10.0.0.1"))
     assert trickling.closed and not idle_new.closed and not newer.closed
+
+
+def test_every_connection_the_guard_closes_is_counted_by_reason() -> None:
+    clock = Clock()
+    guard = ConnectionGuard(
+        ConnectionLimits(idle_timeout=60, header_timeout=10, max_connections=3, max_per_peer=2),
+        clock=clock,
+    )
+    before = {r: closed_total(r) for r in ("idle", "slow", "evicted", "refused")}
+    idle, slow, busy = (FakeTransport(f"10.0.0.{n}") for n in range(3))
+    for transport in (idle, slow, busy):
+        guard.opened(transport)
+    guard._live[slow].partial_since = 0.0
+    guard.begin(busy)
+    clock.now = 61
+    assert guard.sweep() == 2
+    guard.opened(FakeTransport("10.0.0.2"))
+    guard.opened(FakeTransport("10.0.0.2"))  # its own cap: the one before makes way
+    guard.opened(FakeTransport("10.0.0.4"))
+    for peer in ("10.0.0.2", "10.0.0.4"):
+        for transport, connection in guard._by_peer[peer].items():
+            if not connection.busy:
+                guard.begin(transport)
+    guard.opened(FakeTransport("10.0.0.5"))  # every connection busy
+    after = {r: closed_total(r) - before[r] for r in before}
+    assert after == {"idle": 1, "slow": 1, "evicted": 1, "refused": 1}
 
 
 Action = tuple[str, int, int]  # (what, peer, which)
