@@ -8,6 +8,7 @@ plain state with fake transports, by example and as properties."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import socket
 import ssl
 import time
@@ -42,8 +43,10 @@ HOARDED = 1_010
 class DefaultBoundsServer(LiveServer):
     """The webhook listener as `serve` sets it up, with the default connection bounds."""
 
+    limits = ConnectionLimits()
+
     async def _start(self) -> tuple[int, int]:
-        self.guard = ConnectionGuard(ConnectionLimits())
+        self.guard = ConnectionGuard(self.limits)
         app = build_webhook_app(self.store, guard=self.guard)
         runner = GuardedRunner(
             app, self.guard, access_log=None, keepalive_timeout=60, logger=ClientMistakes()
@@ -101,6 +104,24 @@ def test_a_client_holding_1010_idle_connections_leaves_room_for_another(default_
     assert open_now is not None and open_now >= limits.max_per_peer + 1  # every listener's
     for sock in [*hoard, api_server]:
         sock.close()
+
+
+class QuickHandshakeServer(DefaultBoundsServer):
+    limits = ConnectionLimits(header_timeout=0.5)
+
+
+def test_a_tls_handshake_that_never_comes_is_cut_off(tmp_path) -> None:
+    """A connection that never completes its handshake is not counted by the guard (the
+    listener hands it over only once TLS is up), so it must not stay for asyncio's 60 s."""
+    certificates = Certificates(tmp_path)
+    with QuickHandshakeServer(loaded_sample_store(), loaded_certificate(certificates)) as server:
+        raw = socket.create_connection(("127.0.0.1", server.webhook_port), timeout=PATIENCE)
+        started = time.monotonic()
+        raw.settimeout(PATIENCE)
+        with contextlib.suppress(ConnectionResetError):  # closed, or reset: either way gone
+            assert raw.recv(1) == b""
+        assert time.monotonic() - started < 10
+        raw.close()
 
 
 # ---- the rules, on plain state ----------------------------------------------------------------
