@@ -4,6 +4,8 @@ render open, and the access checks of /metrics and /reports (scraped with a toke
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -11,11 +13,15 @@ import pytest
 from quotaguard.webhook.registrations import IGNORE_LABEL
 from tests.deploy.manifests import (
     CHART,
+    CONFIG,
+    KUBECTL,
+    REPO,
     WEBHOOK,
     Manifest,
     Renders,
     find,
     helm_template,
+    kustomize,
     load_yaml,
     one,
     pod_spec,
@@ -47,6 +53,8 @@ def test_both_builds_guard_the_ignore_label_on_every_namespace_write(
     assert "namespaces" in rule["resources"]
     assert "namespaceSelector" not in policy["spec"]["matchConstraints"]  # kube-system too
     names = variables(policy)
+    # docs/deploy.md's overlay patches them by position
+    assert [v["name"] for v in policy["spec"]["variables"][:2]] == ["allowedUsers", "allowedGroups"]
     assert names["allowedGroups"] == "['system:masters']" or names["allowedGroups"] == (
         '["system:masters"]'
     )
@@ -58,6 +66,24 @@ def test_both_builds_guard_the_ignore_label_on_every_namespace_write(
     assert binding["spec"]["policyName"] == POLICY
     assert binding["spec"]["validationActions"] == ["Deny"]
     assert "paramRef" not in binding["spec"]
+
+
+def test_the_documented_overlay_patch_sets_the_allow_list(tmp_path: Path) -> None:
+    if KUBECTL is None:
+        pytest.skip("kubectl not installed (kustomize)")
+    guide = (REPO / "docs" / "deploy.md").read_text()
+    section = guide[guide.index("With kustomize, patch the variables") :]
+    patch = section[section.index("```yaml\n") + 8 : section.index("```\n", 10)]
+    base = os.path.relpath(CONFIG, tmp_path)
+    (tmp_path / "kustomization.yaml").write_text(
+        f"apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\n"
+        f"resources:\n  - {base}\n{patch}"
+    )
+    names = variables(one(kustomize(tmp_path), "ValidatingAdmissionPolicy", POLICY))
+    assert names["allowedUsers"] == (
+        "['system:serviceaccount:argocd:argocd-application-controller']"
+    )
+    assert names["allowedGroups"] == "['system:masters', 'platform-admins']"
 
 
 def test_the_chart_guard_is_the_one_of_webhook_dir_with_the_values_allow_list() -> None:
