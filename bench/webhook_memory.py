@@ -91,7 +91,8 @@ def main() -> None:
         [sys.executable, "-m", "quotaguard", "serve", "--components", "webhook",
          "--policy", str(ROOT / "config" / "policy.yaml"), "--bind-address", "127.0.0.1",
          "--webhook-port", str(port), "--http-port", str(http_port),
-         "--tls-cert-file", str(work / "tls.crt"), "--tls-key-file", str(work / "tls.key")],
+         "--tls-cert-file", str(work / "tls.crt"), "--tls-key-file", str(work / "tls.key"),
+         "--reports-auth", "none"],
         cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )  # fmt: skip
     try:

@@ -420,6 +420,13 @@ class QuotaguardServer:
         return f"https://127.0.0.1:{self.webhook_port}"
 
 
+def _trusted_reports(args: Sequence[str]) -> list[str]:
+    """`--reports-auth none` unless `args` choose: the suite reads /metrics and /reports over
+    plain HTTP on 127.0.0.1, a network it trusts; e2e/test_reports_access.py asks for the
+    default (TokenReview and SubjectAccessReview)."""
+    return [] if "--reports-auth" in args else ["--reports-auth", "none"]
+
+
 def tls_ready(port: int, ca_file: Path, host: str = "127.0.0.1") -> bool:
     """True once a TLS server on host:port completes a handshake with a cert from ca_file."""
     ctx = ssl.create_default_context(cafile=str(ca_file))
@@ -924,6 +931,7 @@ class Cluster:
             str(cert.key_file),
             "--http-port",
             str(http_port),
+            *_trusted_reports(args),
             *args,
         ]
         env = {

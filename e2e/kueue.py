@@ -571,6 +571,7 @@ def serve_controller(
         "--http-port",
         str(http_port),
         *(["--mode", mode] if mode else []),
+        *([] if "--reports-auth" in args else ["--reports-auth", "none"]),  # a trusted network
         *args,
     ]
     env = {

@@ -61,6 +61,15 @@ def register(verbs: Any) -> None:
         help="quota controller mode (default: the policy's spec.rebalance.mode)",
     )
     parser.add_argument(
+        "--reports-auth",
+        choices=("kubernetes", "none"),
+        default="kubernetes",
+        help="who may read /metrics and /reports: kubernetes, callers whose bearer token the "
+        "API server accepts (TokenReview) and allows to get the path (SubjectAccessReview, "
+        'nonResourceURLs ["/metrics", "/reports", "/reports/*"]); none, everyone, only on a '
+        "network you trust. /healthz and /readyz are always open",
+    )
+    parser.add_argument(
         "--log-level", choices=LOG_LEVELS, default="info", help="JSON log lines at this level"
     )
     parser.add_argument(
@@ -109,7 +118,17 @@ def register(verbs: Any) -> None:
         type=_positive_int,
         default=1000,
         metavar="N",
-        help="connections open at once; past it a new one is answered 503 (JSON) and closed",
+        help="connections open at once; past it a new one takes the place of the connection "
+        "idle the longest of the peer holding the most, or when none is idle is answered 503 "
+        "(JSON) and closed",
+    )
+    limits.add_argument(
+        "--webhook-max-connections-per-peer",
+        type=_positive_int,
+        default=100,
+        metavar="N",
+        help="connections one client address may hold; past it a new one takes the place of "
+        "that client's connection idle the longest, or when none is idle is answered 503",
     )
     limits.add_argument(
         "--webhook-idle-timeout",
@@ -185,10 +204,12 @@ def run(args: argparse.Namespace) -> int:
         prometheus_timeout=args.prometheus_timeout,
         gpu_operator_namespace=args.gpu_operator_namespace,
         webhook_max_connections=args.webhook_max_connections,
+        webhook_max_connections_per_peer=args.webhook_max_connections_per_peer,
         webhook_idle_timeout=args.webhook_idle_timeout,
         webhook_header_timeout=args.webhook_header_timeout,
         webhook_body_timeout=args.webhook_body_timeout,
         webhook_reuse_port=args.webhook_reuse_port,
+        reports_auth=args.reports_auth,
     )
     try:
         resolve_components(components)  # imported now, so that the freeze below covers them

@@ -20,12 +20,13 @@ import logging
 import signal
 from collections.abc import Awaitable, Callable, Coroutine, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from aiohttp import web
 
 from quotaguard.kube.documents import read_error
 from quotaguard.policy.model import Mode
+from quotaguard.serve.access import AccessControl, KubernetesReviews
 from quotaguard.serve.http import ReadinessCheck, StatusReport, build_http_app
 from quotaguard.serve.policystore import DEFAULT_POLL_INTERVAL, PolicyStore
 
@@ -43,6 +44,10 @@ COMPONENTS: dict[str, str] = {
 EXIT_OK = 0
 EXIT_FAILED = 1
 EXIT_USAGE = 2
+
+
+ReportsAuth = Literal["kubernetes", "none"]
+REPORTS_AUTH: tuple[ReportsAuth, ...] = ("kubernetes", "none")
 
 
 class StartupError(Exception):
@@ -68,12 +73,16 @@ class ServeOptions:
     gpu_operator_namespace: str = "gpu-operator"  # default-mig-parted-config's namespace
     # the webhook's connection bounds (webhook/guard.py)
     webhook_max_connections: int = 1000
+    webhook_max_connections_per_peer: int = 100
     webhook_idle_timeout: float = 60.0
     webhook_header_timeout: float = 10.0
     webhook_body_timeout: float = 10.0
     # SO_REUSEPORT on the webhook port: several processes share it, the kernel spreads
     # connections over them
     webhook_reuse_port: bool = False
+    # who may read /metrics and /reports: callers the API server vouches for (TokenReview) and
+    # allows (SubjectAccessReview), or everyone ("none", a trusted network); serve/access.py
+    reports_auth: ReportsAuth = "kubernetes"
 
 
 Component = Callable[["ServeContext"], Awaitable[None]]
@@ -176,11 +185,16 @@ async def serve(
 
 async def _start_http(context: ServeContext) -> web.AppRunner:
     options = context.options
+    access = None
+    if options.reports_auth == "kubernetes":
+        # reads the kubeconfig (and may run its exec plugin) with blocking calls
+        access = await asyncio.to_thread(_kubernetes_access, options.kubeconfig)
     app = build_http_app(
         context.store,
         extra_routes=context.routes,
         readiness_checks=context.readiness_checks,
         status_reports=context.status_reports,
+        access=access,
     )
     runner = web.AppRunner(app, access_log=None, shutdown_timeout=options.shutdown_timeout)
     await runner.setup()
@@ -192,6 +206,20 @@ async def _start_http(context: ServeContext) -> web.AppRunner:
         raise StartupError(f"cannot listen on HTTP port {options.http_port}: {exc}") from exc
     log.info("http listening", extra={"addresses": [list(a) for a in runner.addresses]})
     return runner
+
+
+def _kubernetes_access(kubeconfig: str | None) -> AccessControl:
+    from quotaguard.kube.client import api_client
+
+    try:
+        client = api_client(kubeconfig)
+    except Exception as exc:  # NoClusterConfig, or the client's own ConfigException
+        raise StartupError(
+            "/metrics and /reports check their callers with the API server (TokenReview, "
+            f"SubjectAccessReview), which needs cluster access: {exc}; or serve them to "
+            "everyone on a trusted network with --reports-auth none"
+        ) from exc
+    return AccessControl(KubernetesReviews(client))
 
 
 def _install_signal_handlers(stop: asyncio.Event) -> None:

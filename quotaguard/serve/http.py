@@ -1,5 +1,8 @@
 """The plain-HTTP side of `serve`: /metrics, /healthz, /readyz, plus routes other components add.
 
+/metrics and the routes added (/reports) answer only callers `serve.access` lets in, unless
+`serve --reports-auth none`; the probes' /healthz and /readyz are always open.
+
 Readiness is the conjunction of named checks; each returns None when ready or the reason it is
 not, and /readyz reports every reason so `kubectl describe` shows what is missing.
 """
@@ -13,6 +16,7 @@ from collections.abc import Callable, Iterable, Mapping
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
+from quotaguard.serve.access import AccessControl
 from quotaguard.serve.observability import REGISTRY
 from quotaguard.serve.policystore import PolicyStore
 
@@ -50,8 +54,10 @@ def build_http_app(
     readiness_checks: Mapping[str, ReadinessCheck] | None = None,
     status_reports: Mapping[str, StatusReport] | None = None,
     registry: CollectorRegistry = REGISTRY,
+    access: AccessControl | None = None,
 ) -> web.Application:
-    """The HTTP application; the policy check is always part of readiness."""
+    """The HTTP application; the policy check is always part of readiness. With `access`,
+    every path but the probes' answers only the callers it lets in (`serve.access`)."""
     checks: dict[str, ReadinessCheck] = {"policy": policy_readiness(store)}
     checks.update(readiness_checks or {})
 
@@ -79,7 +85,7 @@ def build_http_app(
             return web.json_response(body, status=503)
         return web.json_response({"ready": True, "generation": store.generation, **status})
 
-    app = web.Application()
+    app = web.Application(middlewares=[access.middleware()] if access is not None else [])
     app[STORE_KEY] = store
     app.router.add_get("/metrics", metrics)
     app.router.add_get("/healthz", healthz)

@@ -46,6 +46,7 @@ async def start(ctx: ServeContext) -> None:
             header_timeout=options.webhook_header_timeout,
             body_timeout=options.webhook_body_timeout,
             max_connections=options.webhook_max_connections,
+            max_per_peer=options.webhook_max_connections_per_peer,
         )
     )
     runtimes = cluster_cache(options.kubeconfig)

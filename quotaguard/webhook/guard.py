@@ -10,7 +10,12 @@ them (from anything that can reach the port) take the webhook past its memory li
 - one whose request headers are still incomplete `header_timeout` after their first byte is
   closed (the API server sends a review at once: only a slow or hostile client trickles);
 - the body must arrive within `body_timeout` of the headers (see `read_body`): HTTP 408;
-- past `max_connections` a new connection is answered 503 (JSON) and closed at once;
+- one peer address holds at most `max_per_peer` connections, far fewer than the listener's
+  `max_connections`: a new connection past either cap takes the place of an idle one, the one
+  idle the longest of that peer (per-peer cap) or of the peer holding the most (global cap),
+  so a client hoarding connections loses its own first and the API server's stay; only when
+  none of them is idle is the new connection answered 503 (JSON) and closed at once;
+- a TLS handshake must complete within `header_timeout` (asyncio allows 60 s);
 - TLS read buffers are 32 KiB instead of 256 KiB (a TLS record is at most 16 KiB);
 - what aiohttp answers itself, before any handler runs (a request line or header it cannot
   parse or past 8,190 bytes, more than 128 headers, bad chunking), is JSON like every other
@@ -27,6 +32,7 @@ import json
 import logging
 import ssl
 import time
+import weakref
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from http import HTTPStatus
@@ -37,10 +43,23 @@ from aiohttp.http_exceptions import HttpProcessingError
 from aiohttp.typedefs import Middleware
 from aiohttp.web_protocol import RequestHandler
 
+from quotaguard.serve.observability import counter, gauge
+
 log = logging.getLogger("quotaguard.webhook")
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 TLS_READ_BUFFER: Final = 32 * 1024
+CONNECTIONS: Final = gauge(
+    "quotaguard_webhook_connections", "Connections the webhook listener holds open."
+)
+CONNECTIONS_CLOSED: Final = counter(
+    "quotaguard_webhook_connections_closed_total",
+    "Connections the webhook closed itself (reason: idle, slow headers, evicted to make room "
+    "for a new one, refused past the caps).",
+    ["reason"],
+)
+_LIVE_GUARDS: weakref.WeakSet[ConnectionGuard] = weakref.WeakSet()
+CONNECTIONS.set_function(lambda: sum(guard.count for guard in list(_LIVE_GUARDS)))
 _REFUSED: Final = (
     b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\n"
     b"Connection: close\r\nContent-Length: 48\r\n\r\n"
@@ -56,14 +75,30 @@ class ConnectionLimits:
     header_timeout: float = 10.0
     body_timeout: float = 10.0
     max_connections: int = 1000
+    max_per_peer: int = 100
 
 
 @dataclass(slots=True)
 class _Connection:
     transport: asyncio.BaseTransport
+    peer: str
     last_activity: float
     busy: int = 0
     partial_since: float | None = None  # first byte of a request whose headers are incomplete
+
+    def eviction_order(self) -> tuple[bool, float]:
+        """Idle ones before those whose headers are arriving, each the longest quiet first."""
+        if self.partial_since is None:
+            return False, self.last_activity
+        return True, self.partial_since
+
+
+def peer_address(transport: asyncio.BaseTransport) -> str:
+    """The client's IP address (no port): the unit a client can multiply connections by."""
+    peer = transport.get_extra_info("peername")
+    if isinstance(peer, tuple) and peer and isinstance(peer[0], str):
+        return peer[0]
+    return "unknown"
 
 
 class _Guarded(asyncio.Protocol):
@@ -113,29 +148,68 @@ class ConnectionGuard:
         self.limits = limits
         self.clock = clock
         self._live: dict[asyncio.BaseTransport, _Connection] = {}
+        self._by_peer: dict[str, dict[asyncio.BaseTransport, _Connection]] = {}
         self.refused = 0
         self.timed_out = 0
+        self.evicted = 0
+        _LIVE_GUARDS.add(self)
 
     @property
     def count(self) -> int:
         return len(self._live)
 
+    def peer_count(self, peer: str) -> int:
+        return len(self._by_peer.get(peer, ()))
+
     def protocol_factory(self, inner: Callable[[], asyncio.Protocol]) -> Callable[[], _Guarded]:
         return lambda: _Guarded(self, inner())
 
     def opened(self, transport: asyncio.BaseTransport) -> _Connection | None:
-        if len(self._live) >= self.limits.max_connections:
+        peer = peer_address(transport)
+        if not self._make_room(peer):
             self.refused += 1
+            CONNECTIONS_CLOSED.labels("refused").inc()
             if isinstance(transport, asyncio.WriteTransport):
                 transport.write(_REFUSED)
             transport.close()
             return None
-        connection = _Connection(transport, self.clock())
+        connection = _Connection(transport, peer, self.clock())
         self._live[transport] = connection
+        self._by_peer.setdefault(peer, {})[transport] = connection
         return connection
 
+    def _make_room(self, peer: str) -> bool:
+        """Whether a new connection of `peer` may open, once an idle one has made way for it
+        where a cap is reached."""
+        if self.peer_count(peer) >= self.limits.max_per_peer:
+            return self._evict_one_of(peer)
+        if len(self._live) < self.limits.max_connections:
+            return True
+        by_size = sorted(self._by_peer, key=self.peer_count, reverse=True)
+        return any(self._evict_one_of(greedy) for greedy in by_size)
+
+    def _evict_one_of(self, peer: str) -> bool:
+        idle = [c for c in self._by_peer.get(peer, {}).values() if not c.busy]
+        if not idle:
+            return False
+        victim = min(idle, key=_Connection.eviction_order)
+        self._forget(victim)
+        victim.transport.abort()  # type: ignore[attr-defined]
+        self.evicted += 1
+        CONNECTIONS_CLOSED.labels("evicted").inc()
+        log.info("closed an idle connection for a new one", extra={"peer": peer})
+        return True
+
     def closed(self, connection: _Connection) -> None:
+        self._forget(connection)
+
+    def _forget(self, connection: _Connection) -> None:
         self._live.pop(connection.transport, None)
+        of_peer = self._by_peer.get(connection.peer)
+        if of_peer is not None:
+            of_peer.pop(connection.transport, None)
+            if not of_peer:
+                del self._by_peer[connection.peer]
 
     def begin(self, transport: object) -> None:
         """A request's headers are complete and its handler runs."""
@@ -164,6 +238,9 @@ class ConnectionGuard:
             )
         ]
         for connection in late:
+            reason = "idle" if connection.partial_since is None else "slow"
+            CONNECTIONS_CLOSED.labels(reason).inc()
+            self._forget(connection)
             # abort, not close: a TLS close waits (30 s) for a close_notify the client that
             # went quiet never sends, and the connection would count until then.
             connection.transport.abort()  # type: ignore[attr-defined]
@@ -277,6 +354,7 @@ class GuardedSite(web.TCPSite):
             self._host,
             self._port,
             ssl=self._ssl_context,
+            ssl_handshake_timeout=runner.guard.limits.header_timeout if self._ssl_context else None,
             backlog=self._backlog,
             reuse_address=self._reuse_address,
             reuse_port=self._reuse_port,

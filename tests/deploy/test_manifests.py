@@ -16,6 +16,9 @@ from quotaguard.controller.kueue import flavor_fungibility
 from quotaguard.kube.kinds import KINDS
 from quotaguard.policy.fungibility import flavor_order
 from quotaguard.policy.loader import load_policy_file, load_policy_text
+from quotaguard.reports.http import report_routes
+from quotaguard.serve.http import build_http_app
+from quotaguard.serve.policystore import PolicyStore
 from quotaguard.webhook.registrations import NOT_YET_DECIDED, REQUESTS_NVIDIA
 from quotaguard.webhook.registrations import render as generated_files
 from tests.deploy.manifests import (
@@ -176,26 +179,63 @@ def test_controller_leader_election_is_one_named_lease_in_its_namespace(
     assert env == {"POD_NAME": "metadata.name", "POD_NAMESPACE": "metadata.namespace"}
 
 
-def test_webhook_may_only_read_the_trainjob_runtimes(build: list[Manifest]) -> None:
+def bound_rules(docs: list[Manifest], account: str) -> list[dict[str, Any]]:
+    """Every rule of every role bound to the service account `account`."""
+    roles = {
+        (d["kind"], d["metadata"]["name"]): d.get("rules") or []
+        for d in docs
+        if d.get("kind") in ("Role", "ClusterRole")
+    }
+    return [
+        rule
+        for d in docs
+        if d.get("kind") in ("RoleBinding", "ClusterRoleBinding")
+        and any(s["kind"] == "ServiceAccount" and s["name"] == account for s in d["subjects"])
+        for rule in roles[d["roleRef"]["kind"], d["roleRef"]["name"]]
+    ]
+
+
+def test_webhook_may_only_read_runtimes_and_ask_who_reads_its_metrics(
+    build: list[Manifest],
+) -> None:
+    """The webhook pods' token may only read the TrainJob runtimes and check the callers of
+    /metrics and /reports (TokenReview, SubjectAccessReview)."""
     spec = pod_spec(deployment(build, "quotaguard-webhook"))
     assert spec["serviceAccountName"] == "quotaguard-webhook"
     assert spec["automountServiceAccountToken"] is True
-    roles = [
-        d["roleRef"]["name"]
-        for d in build
-        if d.get("kind") in ("RoleBinding", "ClusterRoleBinding")
-        for s in d["subjects"]
-        if s["name"] == "quotaguard-webhook"
-    ]
-    assert roles == ["quotaguard-webhook"]
-    role = one(build, "ClusterRole", "quotaguard-webhook")
-    assert role["rules"] == [
-        {
-            "apiGroups": ["trainer.kubeflow.org"],
-            "resources": ["clustertrainingruntimes", "trainingruntimes"],
-            "verbs": ["get", "list"],
-        }
-    ]
+    assert grants({"rules": bound_rules(build, "quotaguard-webhook")}) == {
+        ("authentication.k8s.io", "tokenreviews", "create"),
+        ("authorization.k8s.io", "subjectaccessreviews", "create"),
+        ("trainer.kubeflow.org", "clustertrainingruntimes", "get"),
+        ("trainer.kubeflow.org", "clustertrainingruntimes", "list"),
+        ("trainer.kubeflow.org", "trainingruntimes", "get"),
+        ("trainer.kubeflow.org", "trainingruntimes", "list"),
+    }
+    account = one(build, "ServiceAccount", "quotaguard-webhook")
+    assert account["automountServiceAccountToken"] is False  # no other pod of it gets one
+
+
+def test_both_deployments_may_review_the_callers_of_their_http_port(
+    build: list[Manifest],
+) -> None:
+    for account in ("quotaguard-webhook", "quotaguard-controller"):
+        assert {
+            ("authentication.k8s.io", "tokenreviews", "create"),
+            ("authorization.k8s.io", "subjectaccessreviews", "create"),
+        } <= grants({"rules": bound_rules(build, account)}), account
+
+
+def test_the_reader_role_grants_every_path_of_the_http_port_but_the_probes(
+    build: list[Manifest],
+) -> None:
+    """A route added to the HTTP port without adding it to quotaguard-reports-reader would
+    answer 403 to every reader."""
+    store = PolicyStore(CONFIG / "policy.yaml")
+    app = build_http_app(store, extra_routes=report_routes(None))
+    served = {r.resource.canonical for r in app.router.routes() if r.method == "GET"}
+    (rule,) = one(build, "ClusterRole", "quotaguard-reports-reader")["rules"]
+    assert rule["verbs"] == ["get"]
+    assert set(rule["nonResourceURLs"]) == served - {"/healthz", "/readyz"}
 
 
 def test_certs_job_may_touch_only_its_secrets_and_webhook_configurations(

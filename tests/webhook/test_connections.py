@@ -40,7 +40,9 @@ from .conftest import (
     read_response,
 )
 
-LIMITS = ConnectionLimits(idle_timeout=60, header_timeout=10, body_timeout=0.5, max_connections=6)
+LIMITS = ConnectionLimits(
+    idle_timeout=60, header_timeout=10, body_timeout=0.5, max_connections=6, max_per_peer=4
+)
 PATIENCE = 30.0  # seconds any outcome may take on a loaded machine
 BODY = json.dumps(
     make_review({"apiVersion": "v1", "kind": "Pod", "metadata": {}, "spec": {}}, namespace="x")
@@ -117,10 +119,22 @@ def wait_until(condition: Callable[[], bool], what: str) -> None:
         time.sleep(0.02)
 
 
-def connect(live: tuple[GuardedServer, ssl.SSLContext]) -> ssl.SSLSocket:
+def connect(live: tuple[GuardedServer, ssl.SSLContext], peer: str = "127.0.0.1") -> ssl.SSLSocket:
+    """A TLS connection from the loopback address `peer` (any of 127.0.0.0/8 on Linux)."""
     server, context = live
-    raw = socket.create_connection(("127.0.0.1", server.webhook_port), timeout=PATIENCE)
+    raw = socket.create_connection(
+        ("127.0.0.1", server.webhook_port), timeout=PATIENCE, source_address=(peer, 0)
+    )
     return context.wrap_socket(raw, server_hostname="127.0.0.1")
+
+
+def connect_counted(live: tuple[GuardedServer, ssl.SSLContext], peer: str) -> ssl.SSLSocket:
+    """`connect`, returning once the server holds one more connection of `peer`."""
+    server, _ = live
+    before = server.call(lambda: server.guard.peer_count(peer))
+    sock = connect(live, peer)
+    wait_until(lambda: server.call(lambda: server.guard.peer_count(peer)) > before, "counted")
+    return sock
 
 
 def response_of(sock: ssl.SSLSocket) -> bytes:
@@ -218,19 +232,35 @@ def test_a_body_that_trickles_is_a_json_408(live) -> None:
     assert json.loads(body) == {"error": "request body not received within 0.5s"}
 
 
-def test_past_the_cap_a_connection_is_refused_with_a_json_503(live) -> None:
+def test_past_the_per_peer_cap_the_peers_longest_idle_connection_makes_way(live) -> None:
     server, _ = live
-    held = [connect(live) for _ in range(LIMITS.max_connections)]
-    wait_until(lambda: server.count() == LIMITS.max_connections, "every held connection counted")
-    answer = response_of(connect(live))
-    assert answer.startswith(b"HTTP/1.1 503"), answer[:200]
-    assert b'{"error": "too many connections' in answer
-    for sock in held:
-        sock.close()
-    wait_until(lambda: server.count() == 0, "the held connections forgotten")
-    sock = connect(live)
-    sock.sendall(post("/validate", BODY))
-    assert one_response(sock).startswith(b"HTTP/1.1 200")
+    held = []
+    for _ in range(LIMITS.max_per_peer):
+        held.append(connect_counted(live, "127.0.0.1"))
+        server.advance(1)  # each idle a second less than the one before
+    newest = connect(live, "127.0.0.1")
+    assert closed_within(held[0])  # the one idle the longest
+    newest.sendall(post("/validate", BODY))
+    assert one_response(newest).startswith(b"HTTP/1.1 200")
+    for sock in held[1:]:
+        sock.sendall(post("/validate", BODY))
+        assert one_response(sock).startswith(b"HTTP/1.1 200")
+    assert server.call(lambda: server.guard.peer_count("127.0.0.1")) == LIMITS.max_per_peer
+
+
+def test_past_the_cap_the_greediest_peer_loses_its_longest_idle_connection(live) -> None:
+    """The listener full, a new client takes the place of an idle connection of the client
+    holding the most: the hoarder pays, not the modest client (the API server)."""
+    server, _ = live
+    hoarded = [connect_counted(live, "127.0.0.1") for _ in range(LIMITS.max_per_peer)]
+    modest = [connect_counted(live, "127.0.0.2") for _ in range(2)]
+    assert server.count() == LIMITS.max_connections
+    server.advance(1)
+    newcomer = connect(live, "127.0.0.3")
+    assert closed_within(hoarded[0])
+    for sock in [newcomer, *modest, *hoarded[1:]]:
+        sock.sendall(post("/validate", BODY))
+        assert one_response(sock).startswith(b"HTTP/1.1 200")
 
 
 MISTAKES = {
@@ -274,12 +304,14 @@ def test_header_level_mistakes_are_a_json_4xx_without_a_traceback(
 
 
 def test_serve_flags_set_the_connection_cap(tmp_path: Path) -> None:
-    """`serve --webhook-max-connections 2` (and its neighbours) reach the listener."""
+    """`serve --webhook-max-connections 2` (and its neighbours) reach the listener: a third
+    connection takes the place of the one idle the longest."""
     certificates = Certificates(tmp_path)
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = int(probe.getsockname()[1])
     options = ServeOptions(
+        reports_auth="none",
         policy=str(SAMPLE_POLICY),
         components=("webhook",),
         bind_address="127.0.0.1",
@@ -291,7 +323,7 @@ def test_serve_flags_set_the_connection_cap(tmp_path: Path) -> None:
     )
     context = certificates.client_context()
 
-    def client() -> bytes:
+    def client() -> tuple[bool, bytes]:
         deadline = time.monotonic() + PATIENCE
         while True:
             try:
@@ -314,15 +346,17 @@ def test_serve_flags_set_the_connection_cap(tmp_path: Path) -> None:
             socket.create_connection(("127.0.0.1", port), timeout=PATIENCE),
             server_hostname="127.0.0.1",
         )
-        return response_of(third)
+        third.sendall(post("/validate", BODY))
+        return closed_within(held[0]), one_response(third)
 
-    async def scenario() -> tuple[int, bytes]:
+    async def scenario() -> tuple[int, tuple[bool, bytes]]:
         stop = asyncio.Event()
         running = asyncio.create_task(serve(options, stop=stop, handle_signals=False))
         answer = await asyncio.to_thread(client)
         stop.set()
         return await running, answer
 
-    code, answer = asyncio.run(scenario())
+    code, (first_closed, answer) = asyncio.run(scenario())
     assert code == 0
-    assert answer.startswith(b"HTTP/1.1 503"), answer[:200]
+    assert first_closed
+    assert answer.startswith(b"HTTP/1.1 200"), answer[:200]

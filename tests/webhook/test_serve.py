@@ -57,6 +57,7 @@ def test_invalid_policy_at_start_exits_1_naming_file_line_column(tmp_path: Path)
 def test_missing_tls_files_are_a_startup_error(policy_file: Path, tmp_path: Path) -> None:
     def options(cert: str | None, key: str | None) -> ServeOptions:
         return ServeOptions(
+            reports_auth="none",
             policy=str(policy_file),
             components=("webhook",),
             http_port=0,
@@ -110,6 +111,7 @@ def test_component_hooks_routes_readiness_task_and_shutdown(
     fake_component(monkeypatch, start)
     port = free_port()
     options = ServeOptions(
+        reports_auth="none",
         policy=str(policy_file),
         components=("fake",),
         bind_address="127.0.0.1",
@@ -143,7 +145,11 @@ def test_a_failing_component_task_stops_serve_with_exit_1(
 
     fake_component(monkeypatch, start)
     options = ServeOptions(
-        policy=str(policy_file), components=("fake",), bind_address="127.0.0.1", http_port=0
+        reports_auth="none",
+        policy=str(policy_file),
+        components=("fake",),
+        bind_address="127.0.0.1",
+        http_port=0,
     )
     assert asyncio.run(serve(options, handle_signals=False)) == 1
 
@@ -183,6 +189,8 @@ def test_sigterm_finishes_the_in_flight_request_then_exits_0(
         "0",
         "--bind-address",
         "127.0.0.1",
+        "--reports-auth",
+        "none",
     )
     assert process.stderr is not None
     lines: queue.Queue[str] = queue.Queue()
