@@ -26,6 +26,7 @@ Rule = Literal[
     "scheduler-not-allowed",  # a schedulerName other than the backend's or allowedSchedulers
     "unmatched-namespace",  # GPUs in a namespace no tenant owns, with unmatchedNamespaces: deny
     "node-selector-conflict",  # the pod's nodeSelector contradicts its class's nodeSelector
+    "claim-unresolved",  # a DRA claim whose template, claim or DeviceClass cannot be found
 ]
 
 

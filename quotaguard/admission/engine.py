@@ -11,6 +11,7 @@ from typing import Any, Literal
 
 import jsonpatch
 
+from quotaguard.admission.claimrules import claim_object_decision
 from quotaguard.admission.decision import ALLOWED, Decision, combine
 from quotaguard.admission.mutate import mutate
 from quotaguard.admission.owners import trusted_creator
@@ -22,20 +23,33 @@ from quotaguard.admission.reviews import (
     request_namespace,
 )
 from quotaguard.admission.validate import validate
+from quotaguard.kube.dra import DraLookup
 from quotaguard.policy.model import TenantPolicy
 
 OperationPath = Literal["mutate", "validate"]
 
 
-def review(policy: TenantPolicy, body: object, *, operation_path: OperationPath) -> AdmissionReview:
+def review(
+    policy: TenantPolicy,
+    body: object,
+    *,
+    operation_path: OperationPath,
+    dra: DraLookup | None = None,
+) -> AdmissionReview:
     """Answer one AdmissionReview. dryRun requests get the same answer: deciding has no
-    side effects."""
+    side effects. `dra` finds the ResourceClaimTemplates, ResourceClaims and DeviceClasses
+    that DRA claims name (none known without it)."""
     request = decode_review(body)
-    return build_response(request["uid"], decide(policy, request, operation_path=operation_path))
+    decision = decide(policy, request, operation_path=operation_path, dra=dra)
+    return build_response(request["uid"], decision)
 
 
 def decide(
-    policy: TenantPolicy, request: AdmissionRequest, *, operation_path: OperationPath
+    policy: TenantPolicy,
+    request: AdmissionRequest,
+    *,
+    operation_path: OperationPath,
+    dra: DraLookup | None = None,
 ) -> Decision:
     obj = request.get("object")
     if not isinstance(obj, dict):
@@ -52,7 +66,12 @@ def decide(
             operation=operation,
             old_object=old if isinstance(old, dict) else None,
             creator_trusted=creator_trusted,
+            dra=dra,
         )
+    if operation == "CREATE":
+        claim_object = claim_object_decision(policy, obj, namespace, dra)
+        if claim_object is not None:
+            return claim_object
     return validate(
         policy,
         obj,
@@ -60,19 +79,22 @@ def decide(
         operation=operation,
         old_object=old if isinstance(old, dict) else None,
         creator_trusted=creator_trusted,
+        dra=dra,
     )
 
 
-def review_offline(policy: TenantPolicy, body: object) -> tuple[AdmissionReview, dict[str, Any]]:
+def review_offline(
+    policy: TenantPolicy, body: object, *, dra: DraLookup | None = None
+) -> tuple[AdmissionReview, dict[str, Any]]:
     """Mutation, then validation of the mutated object: the response the user would see and
     the object as it would be stored (the original one when denied)."""
     request = decode_review(body)
     obj = request.get("object")
     if not isinstance(obj, dict):
         return build_response(request["uid"], ALLOWED), {}
-    mutation = decide(policy, request, operation_path="mutate")
+    mutation = decide(policy, request, operation_path="mutate", dra=dra)
     patched = apply_patch(obj, mutation) if mutation.allowed else obj
-    validation = decide(policy, {**request, "object": patched}, operation_path="validate")
+    validation = decide(policy, {**request, "object": patched}, operation_path="validate", dra=dra)
     decision = combine(mutation, validation)
     return build_response(request["uid"], decision), patched if decision.allowed else obj
 

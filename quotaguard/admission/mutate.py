@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any, NamedTuple
 
+from quotaguard.admission.claimrules import WorkloadClaims, workload_claims
 from quotaguard.admission.classes import left_to_kueue, resolve_class
 from quotaguard.admission.decision import ALLOWED, Decision, Denial, deny
 from quotaguard.admission.names import (
@@ -36,6 +37,7 @@ from quotaguard.admission.workload import (
     owned_by_workload,
     template_views,
 )
+from quotaguard.kube.dra import DraLookup
 from quotaguard.kube.kinds import kind_of
 from quotaguard.kube.podspec import PLAIN_GPU, workload_kind
 from quotaguard.kube.quantity import QuantityError, format_bytes, parse_quantity
@@ -71,10 +73,12 @@ def mutate(
     operation: str = "CREATE",
     old_object: Mapping[str, Any] | None = None,
     creator_trusted: bool = False,
+    dra: DraLookup | None = None,
 ) -> Decision:
     """CREATE decides; UPDATE puts back what CREATE decided when the update undid it (see
     `restore`); other operations are left alone. `creator_trusted`: the request comes from a
-    controller whose owner references are believed (see `owners`)."""
+    controller whose owner references are believed (see `owners`); `dra` finds the DRA
+    objects its claims name (a workload with GPUs only through claims is queued too)."""
     if policy.exempt(namespace):
         return ALLOWED
     if operation == "UPDATE":
@@ -85,8 +89,11 @@ def mutate(
     if tenant is None:
         return ALLOWED
     views = template_views(obj, policy.gpu_resources)
+    claims = workload_claims(policy, namespace, views, dra)
     # A pod of a Job was made from a template this webhook already rewrote.
-    if not has_gpus(views) or owned_by_workload(obj, views, creator_trusted=creator_trusted):
+    if not _gpu_workload(views, claims) or owned_by_workload(
+        obj, views, creator_trusted=creator_trusted
+    ):
         return ALLOWED
     state = _Mutation(PatchBuilder(obj), [], [], [])
     single_template = len(views) == 1 and views[0].template.metadata_pointer == "/metadata"
@@ -94,7 +101,7 @@ def mutate(
         placement, changes = _rewrite(policy, tenant, view, state)
         _place(tenant, view, placement, state)
         state.changes.extend(changes)
-        if not single_template and view.gpu_containers:
+        if not single_template and _gpu_template(view, claims):
             template = view.template
             _provenance(template.metadata_pointer, template.metadata, tenant, changes, state)
     _queue(policy, tenant, obj, views, state)
@@ -112,6 +119,15 @@ def mutate(
         warnings=tuple(state.warnings),
         audit=audit,
     )
+
+
+def _gpu_workload(views: list[TemplateView], claims: WorkloadClaims) -> bool:
+    """GPUs asked as extended resources or through DRA claims."""
+    return has_gpus(views) or claims.asks_gpus
+
+
+def _gpu_template(view: TemplateView, claims: WorkloadClaims) -> bool:
+    return bool(view.gpu_containers) or claims.asks_gpus_in(view)
 
 
 def _rewrite(
