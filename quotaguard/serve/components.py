@@ -74,6 +74,9 @@ class ServeOptions:
     # SO_REUSEPORT on the webhook port: several processes share it, the kernel spreads
     # connections over them
     webhook_reuse_port: bool = False
+    # the webhook reads the ResourceClaimTemplates, ResourceClaims and DeviceClasses that DRA
+    # claims name (it needs the RBAC of the `dra` deploy component)
+    webhook_read_dra: bool = False
 
 
 Component = Callable[["ServeContext"], Awaitable[None]]

@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import asyncio
+import functools
 import logging
 
 from aiohttp import web
 
+from quotaguard.admission import engine
+from quotaguard.kube.client import api_client
 from quotaguard.serve.components import ServeContext, StartupError
 from quotaguard.serve.tlsreload import CertificateError, ReloadingCertificate
+from quotaguard.webhook.dracache import api_dra_cache
 from quotaguard.webhook.guard import (
     ClientMistakes,
     ConnectionGuard,
@@ -16,7 +21,7 @@ from quotaguard.webhook.guard import (
     GuardedSite,
     size_tls_buffers,
 )
-from quotaguard.webhook.server import IN_FLIGHT_KEY, InFlight, build_webhook_app
+from quotaguard.webhook.server import IN_FLIGHT_KEY, InFlight, ReviewFunction, build_webhook_app
 
 log = logging.getLogger("quotaguard.webhook")
 
@@ -46,7 +51,7 @@ async def start(ctx: ServeContext) -> None:
             max_connections=options.webhook_max_connections,
         )
     )
-    app = build_webhook_app(ctx.store, guard=guard)
+    app = build_webhook_app(ctx.store, guard=guard, review=await _review(ctx))
     runner = GuardedRunner(
         app,
         guard,
@@ -72,6 +77,19 @@ async def start(ctx: ServeContext) -> None:
     ctx.on_shutdown(lambda: drain(runner, app[IN_FLIGHT_KEY], options.shutdown_timeout))
     ctx.run_task("tls-watch", certificate.watch(options.tls_poll_interval))
     ctx.run_task("connection-guard", guard.watch())
+
+
+async def _review(ctx: ServeContext) -> ReviewFunction:
+    """The engine's review, reading DRA objects through the API with --webhook-read-dra."""
+    if not ctx.options.webhook_read_dra:
+        return engine.review
+    try:
+        # reads the kubeconfig (and may run its exec plugin) with blocking calls
+        api = await asyncio.to_thread(api_client, ctx.options.kubeconfig)
+    except Exception as exc:
+        where = ctx.options.kubeconfig or "in-cluster configuration"
+        raise StartupError(f"cannot configure the Kubernetes client from {where}: {exc}") from exc
+    return functools.partial(engine.review, dra=api_dra_cache(api))
 
 
 async def drain(runner: web.AppRunner, in_flight: InFlight, timeout: float) -> None:
