@@ -31,6 +31,7 @@ from quotaguard.kube.dra import (
     pod_claims,
 )
 from quotaguard.kube.podspec import KNOWN_GPU_RESOURCES
+from quotaguard.policy.dra import classes_for_request, classes_of_device_class
 from quotaguard.policy.model import GpuClass, TenantPolicy
 
 # DRA drivers of GPUs: a DeviceClass of one of them is a GPU class even when the policy names
@@ -186,21 +187,14 @@ def resolve_choice(
 ) -> ChoiceGpus | str:
     """The classes a request's devices may be and what it is worth, or why that cannot be
     known (a message naming the request)."""
-    candidates = [
-        c
-        for c in policy.dra_classes
-        if c.dra is not None and c.dra.device_class_name == choice.device_class
-    ]
-    if not candidates:
+    if not classes_of_device_class(policy, choice.device_class):
         gpu = _gpu_device_class(policy, choice.device_class, lookup)
         if isinstance(gpu, str):
             return f'request "{choice.name}": {gpu}'
         if not gpu:
             return ChoiceGpus(choice, gpu=False)
         return ChoiceGpus(choice, gpu=True, count=_count_or_one(choice))
-    classes = tuple(
-        c for c in candidates if c.dra is not None and c.dra.selection.compatible(choice.selection)
-    )
+    classes = classes_for_request(policy, choice.device_class, choice.selection)
     count = _count(choice, classes)
     if count is None:
         return (

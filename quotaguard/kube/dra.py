@@ -48,6 +48,13 @@ def is_resource_kind(obj: Mapping[str, Any], kind: str) -> bool:
     )
 
 
+def is_dra_kind(obj: Mapping[str, Any]) -> bool:
+    """A ResourceSlice, DeviceClass, ResourceClaim or ResourceClaimTemplate."""
+    return obj.get("kind") in (SLICE_KIND, DEVICE_CLASS_KIND, CLAIM_KIND, TEMPLATE_KIND) and (
+        is_resource_kind(obj, str(obj.get("kind")))
+    )
+
+
 @dataclass(frozen=True, slots=True)
 class DeviceChoice:
     """One way to satisfy a request: an `exactly` request, or one `firstAvailable` subrequest.

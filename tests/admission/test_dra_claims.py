@@ -21,45 +21,15 @@ from quotaguard.admission.reviews import make_review
 from quotaguard.kube.dra import DraObjects, dra_objects
 from quotaguard.policy.model import TenantPolicy
 from tests.admission.builders import applied, container, job, pod, template, volcano_job
+from tests.policies import DRA_A100 as A100
+from tests.policies import DRA_H100 as H100
+from tests.policies import DRA_MIG_1G as MIG_1G
+from tests.policies import DRA_MIG_3G as MIG_3G
 from tests.policies import policy
 
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "dra"
 KUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 
-H100 = {
-    "name": "h100",
-    "memory": "80Gi",
-    "dra": {
-        "deviceClassName": "gpu.nvidia.com",
-        "attributes": {"gpu.nvidia.com/productName": "NVIDIA H100 80GB HBM3"},
-    },
-}
-A100 = {
-    "name": "a100",
-    "memory": "80Gi",
-    "dra": {
-        "deviceClassName": "gpu.nvidia.com",
-        "selector": "device.attributes['gpu.nvidia.com'].productName == 'NVIDIA A100-SXM4-80GB'",
-    },
-}
-MIG_1G = {
-    "name": "mig-1g",
-    "memory": "10Gi",
-    "slices": 1,
-    "dra": {
-        "deviceClassName": "mig.nvidia.com",
-        "attributes": {"gpu.nvidia.com/profile": "1g.10gb"},
-    },
-}
-MIG_3G = {
-    "name": "mig-3g",
-    "memory": "40Gi",
-    "slices": 3,
-    "dra": {
-        "deviceClassName": "mig.nvidia.com",
-        "attributes": {"gpu.nvidia.com/profile": "3g.40gb"},
-    },
-}
 CLASSES = (H100, A100, MIG_1G, MIG_3G)
 
 
