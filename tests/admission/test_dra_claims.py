@@ -8,6 +8,7 @@ ResourceClaim and the DeviceClasses are in tests/fixtures/dra/.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -335,3 +336,24 @@ def test_a_decision_patch_applies() -> None:
         dra=objects(),
     )
     assert applied(obj, decision)["metadata"]["labels"][KUEUE_LABEL] == "research"
+
+
+def test_the_webhooks_sparse_decoding_keeps_the_claims() -> None:
+    """The server decodes only the fields admission reads: the claims are among them."""
+    from quotaguard.admission.engine import review
+    from quotaguard.admission.sparse import decode_review_body
+
+    for obj in (
+        claims_pod(("gpu", "template", "single-gpu")),
+        job(
+            template(
+                container("main", resources={"claims": [{"name": "gpu"}]}),
+                resourceClaims=[{"name": "gpu", "resourceClaimTemplateName": "single-gpu"}],
+            )
+        ),
+    ):
+        body = json.dumps(make_review(obj, namespace="research")).encode()
+        answer = review(
+            mig_only(), decode_review_body(body), operation_path="validate", dra=objects()
+        )
+        assert answer["response"]["allowed"] is False, obj["kind"]
