@@ -6,11 +6,16 @@ and a DeviceClass the tenant may not use is refused naming the claim; a Resource
 asking for it is refused when it is created.
 
 The DeviceClasses are those NVIDIA's DRA driver creates (`gpu.nvidia.com`, `mig.nvidia.com`);
-no driver runs, no device is allocated: admission is what is tested.
+no driver runs, no device is allocated. Capacity: `e2e.draslices`, a stand-in for the
+driver's kubelet plugin, publishes ResourceSlices for kwok nodes (whole GPUs, a GPU MIG
+partitions on demand, a device taint), and `plan --snapshot` of what the API server keeps
+counts them.
 """
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,7 +24,8 @@ from typing import Any
 import pytest
 import yaml
 
-from e2e.cluster import Cluster, QuotaguardServer
+from e2e import draslices
+from e2e.cluster import Cluster, QuotaguardServer, gpu_node
 
 RESEARCH = "dra-research-e2e"  # tenant research: MIG slices only
 TRAINING = "dra-training-e2e"  # tenant training: any class
@@ -184,3 +190,78 @@ def test_the_review_cli_gives_the_same_answer_offline(tmp_path: Path) -> None:
     assert (
         main(["review", "-p", str(policy), str(manifest), "--dra", str(objects), "-o", "json"]) == 1
     )
+
+
+# ---- capacity from ResourceSlices --------------------------------------------------------------
+
+CAPACITY_POLICY = f"""\
+apiVersion: quotaguard.dev/v1alpha1
+kind: TenantPolicy
+metadata: {{name: dra-capacity-e2e}}
+spec:
+  gpuClasses:
+    - name: h100
+      memory: 80Gi
+      dra:
+        deviceClassName: gpu.nvidia.com
+        attributes: {{gpu.nvidia.com/productName: {draslices.H100}}}
+    - name: mig-1g
+      memory: 10Gi
+      slices: 1
+      dra: {{deviceClassName: mig.nvidia.com, attributes: {{gpu.nvidia.com/profile: 1g.10gb}}}}
+    - name: a100
+      memory: 80Gi
+      dra:
+        deviceClassName: gpu.nvidia.com
+        attributes: {{gpu.nvidia.com/productName: {draslices.A100}}}
+  tenants:
+    - {{name: research, namespaces: [{RESEARCH}]}}
+"""
+XID_TAINT = {"key": "gpu.nvidia.com/xid", "value": "79", "effect": "NoExecute"}
+
+
+def planned_capacity(cluster: Cluster, tmp_path: Path) -> dict[str, dict[str, Any]]:
+    """`quotaguard plan --snapshot` of what the API server holds: each class's row."""
+    from quotaguard.cli import main
+
+    listed = cluster.kubectl(
+        "get", "nodes,resourceslices,deviceclasses,resourceclaims", "-A", "-o", "json"
+    ).stdout
+    snapshot = tmp_path / "snapshot.json"
+    snapshot.write_text(listed)
+    policy = tmp_path / "policy.yaml"
+    policy.write_text(CAPACITY_POLICY)
+    buffer = io.StringIO()
+    with contextlib.redirect_stdout(buffer):
+        code = main(["plan", "-p", str(policy), "--snapshot", str(snapshot), "-o", "json"])
+    assert code == 0, buffer.getvalue()
+    return {row["name"]: row for row in json.loads(buffer.getvalue())["classes"]}
+
+
+def test_resource_slices_are_capacity_and_a_tainted_device_leaves_it(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    nodes = ("dra-node-1", "dra-node-2")
+    cluster.add_nodes(*(gpu_node(name, {}) for name in nodes))
+    cluster.apply(draslices.device_classes())
+    cluster.apply([*draslices.whole_gpus(nodes[0], 4), *draslices.partitionable_gpu(nodes[1])])
+    try:
+        rows = planned_capacity(cluster, tmp_path)
+        assert (rows["h100"]["capacity"], rows["a100"]["capacity"]) == (4, 0)
+        # the partitionable A100 counts once, for the first class among its devices: mig-1g
+        assert rows["mig-1g"]["capacity"] == 7
+        # a health check taints GPU 1: the driver publishes a new generation of the pool
+        cluster.apply(draslices.whole_gpus(nodes[0], 4, generation=2, taints={1: [XID_TAINT]}))
+        rows = planned_capacity(cluster, tmp_path)
+        assert rows["h100"]["capacity"] == 3
+    finally:
+        cluster.kubectl(
+            "delete",
+            "resourceslices",
+            "-l",
+            "!nonexistent",
+            "--field-selector",
+            f"spec.driver={draslices.DRIVER}",
+            "--ignore-not-found",
+        )
+        cluster.kubectl("delete", "node", *nodes, "--ignore-not-found")

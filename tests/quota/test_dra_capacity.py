@@ -75,10 +75,10 @@ def test_an_unused_partitionable_gpu_counts_once_for_the_first_class_of_the_poli
 
 
 def test_a_partitionable_gpu_with_allocated_devices_counts_for_their_class() -> None:
-    held = allocation("gpu-0-mig-3g.40gb-0")
+    held = allocation("gpu-0-mig-3g-40gb-0")
     capacity = dra_capacity(policy([], classes=CLASSES), cluster(held))
     assert capacity.by_node["node-2"] == {"mig-3g": 2}  # two 3g placements fit the counters
-    held = allocation("gpu-0-mig-1g.10gb-2", "gpu-0-mig-1g.10gb-5")
+    held = allocation("gpu-0-mig-1g-10gb-2", "gpu-0-mig-1g-10gb-5")
     capacity = dra_capacity(policy([], classes=CLASSES), cluster(held))
     assert capacity.by_node["node-2"] == {"mig-1g": 7}
 
