@@ -121,6 +121,8 @@ def read_selectors(expressions: list[str] | tuple[str, ...]) -> Selection:
 
 
 def read_selector(expression: str) -> Selection:
+    if len(expression) > MAX_READ:
+        return Selection((), (expression,))
     conditions: list[Condition] = []
     unread: list[str] = []
     for term in _conjuncts(expression):
@@ -158,26 +160,35 @@ def _literal(text: str) -> AttributeValue:
     return int(text)
 
 
-def _conjuncts(expression: str) -> list[str]:
+# Parentheses around a term quotaguard looks inside, and the longest selector it reads: one
+# nested deeper or longer (the API server allows 10 KiB of CEL) is kept as an unread term, so
+# reading stays quick and shallow whatever a tenant writes.
+MAX_NESTING = 16
+MAX_READ = 2048
+
+
+def _conjuncts(expression: str, depth: int = 0) -> list[str]:
     """The top-level `&&` terms of an expression, outer parentheses removed; the whole
     expression as one term when it has a top-level `||` or `?:`, or does not balance."""
     text = _strip_parens(expression.strip())
     if not text:
         return []
+    if depth > MAX_NESTING:
+        return [text]
     if not _balanced(text):
         return [text]
     cuts: list[int] = []
-    for index, depth in _unquoted(text):
-        if depth == 0 and (text.startswith("||", index) or text[index] == "?"):
+    for index, level in _unquoted(text):
+        if level == 0 and (text.startswith("||", index) or text[index] == "?"):
             return [text]  # a disjunction or a conditional: nothing is pinned for sure
-        if depth == 0 and text.startswith("&&", index):
+        if level == 0 and text.startswith("&&", index):
             cuts.append(index)
     bounds = zip([0, *(cut + 2 for cut in cuts)], [*cuts, len(text)], strict=True)
     found: list[str] = []
     for start, end in bounds:
         term = text[start:end].strip()
         inner = _strip_parens(term)
-        found.extend(_conjuncts(inner) if inner != term else [term] if term else [])
+        found.extend(_conjuncts(inner, depth + 1) if inner != term else [term] if term else [])
     return found
 
 
@@ -224,7 +235,9 @@ def _balanced(text: str) -> bool:
 
 def _strip_parens(text: str) -> str:
     """`(a && b)` -> `a && b`, when the parentheses enclose the whole text."""
-    while text.startswith("(") and text.endswith(")") and _closes_at_end(text):
+    for _ in range(MAX_NESTING):
+        if not (text.startswith("(") and text.endswith(")") and _closes_at_end(text)):
+            break
         text = text[1:-1].strip()
     return text
 

@@ -75,3 +75,19 @@ def test_any_text_is_read_without_error_and_pins_only_what_it_says(text: str) ->
     for condition in selection.conditions:
         assert condition.attribute == DRIVER or "/" in condition.attribute
         assert condition.values
+
+
+def test_deep_nesting_is_read_quickly_as_unread() -> None:
+    import time
+
+    started = time.perf_counter()
+    for size in (5000, 1000, 60):
+        for text in (
+            "(" * size + "device.driver == 'x'" + ")" * size,
+            "(device.driver == 'x' && " * size + "true" + ")" * size,
+        ):
+            selection = read_selector(text)
+            # what is read is what the text pins; past the limits, the rest stays unread
+            assert all(c.values == {"x"} for c in selection.conditions)
+            assert selection.unread or size <= 60
+    assert time.perf_counter() - started < 2
