@@ -28,6 +28,8 @@ import pytest
 
 from quotaguard.kube.kinds import KINDS, Kind
 from quotaguard.webhook.registrations import (
+    CLAIM_ASKS_FOR_DEVICES,
+    CLAIM_RESOURCES,
     HAS_COMPONENTS,
     NOT_YET_DECIDED,
     PLAIN_GPU_NEXT_TO_ANOTHER,
@@ -59,8 +61,24 @@ def all_conditions() -> dict[str, dict[str, str]]:
 
 def conditions() -> dict[str, tuple[str, str]]:
     """Webhook name -> (condition name, expression) of its first condition, the one that looks
-    for GPU requests (every webhook has one)."""
-    return {hook: next(iter(found.items())) for hook, found in all_conditions().items()}
+    for GPU requests (every webhook of a workload kind has one; the DRA claim objects' are in
+    claim_conditions)."""
+    return {
+        hook: next(iter(found.items()))
+        for hook, found in all_conditions().items()
+        if not hook.startswith(CLAIM_WEBHOOKS)
+    }
+
+
+CLAIM_WEBHOOKS = tuple(f"{plural}.validate" for plural, _ in CLAIM_RESOURCES)
+
+
+def claim_conditions() -> dict[str, tuple[str, str]]:
+    return {
+        hook: next(iter(found.items()))
+        for hook, found in all_conditions().items()
+        if hook.startswith(CLAIM_WEBHOOKS)
+    }
 
 
 def expressions() -> dict[str, str]:
@@ -182,6 +200,24 @@ OBJECTS: dict[str, tuple[str, dict[str, Any], bool]] = {
         False,
     ),
     "pod-no-spec": ("pods", {"metadata": {"name": "x"}}, False),
+    # GPUs through DRA: what a claim asks for is in an object CEL cannot read
+    "pod-dra-claim": (
+        "pods",
+        {
+            "spec": {
+                **spec(BARE),
+                "resourceClaims": [{"name": "g", "resourceClaimTemplateName": "t"}],
+            }
+        },
+        True,
+    ),
+    "pod-empty-claims": ("pods", {"spec": {**spec(CPU), "resourceClaims": []}}, False),
+    "pod-odd-claims": ("pods", {"spec": {**spec(CPU), "resourceClaims": "x"}}, False),
+    "job-dra-claim": (
+        "jobs",
+        job({**spec(BARE), "resourceClaims": [{"name": "g", "resourceClaimName": "c"}]}),
+        True,
+    ),
     "job-gpu": ("jobs", job(spec(GPU)), True),
     "job-reapplied": ("jobs", job(spec(REAPPLIED)), True),
     "job-gaudi": ("jobs", job(spec(GAUDI)), True),
@@ -260,7 +296,10 @@ def test_the_decided_pod_condition_is_on_the_mutating_pod_create_webhook_only() 
 
 def test_one_condition_per_kind_and_the_same_for_mutate_validate_and_updates() -> None:
     found = conditions()
-    assert len(found) == 5 * len(KINDS) - 2
+    assert len(found) == 5 * len(KINDS) - 1
+    assert {name: c for name, (c, _) in claim_conditions().items()} == {
+        f"{plural}.validate.quotaguard.dev": CLAIM_ASKS_FOR_DEVICES for plural, _ in CLAIM_RESOURCES
+    }
     assert found.pop(POD_UPDATES)[0] == PLAIN_GPU_NEXT_TO_ANOTHER
     by_kind: dict[str, set[str]] = {}
     for name, (condition, expression) in found.items():
@@ -618,3 +657,54 @@ def test_only_updates_that_change_container_resources_reach_the_fail_closed_webh
     for name, (_, _, changed) in cases.items():
         values = {hook: outcome[hook]["results"][name] for hook in exprs}
         assert values == {"resources": changed, "update": not changed}, f"{kind.id} {name}"
+
+
+# ---- ResourceClaimTemplates and ResourceClaims ------------------------------------------------
+
+REQUESTS = {"requests": [{"name": "g", "exactly": {"deviceClassName": "gpu.nvidia.com"}}]}
+CLAIM_OBJECTS: dict[str, tuple[str, dict[str, Any], str, bool]] = {
+    # name -> (plural, object, username, sent)
+    "template-by-user": (
+        "resourceclaimtemplates",
+        {"spec": {"spec": {"devices": REQUESTS}}},
+        USER,
+        True,
+    ),
+    "template-no-requests": (
+        "resourceclaimtemplates",
+        {"spec": {"spec": {"devices": {"requests": []}}}},
+        USER,
+        False,
+    ),
+    "template-odd": ("resourceclaimtemplates", {"spec": {"spec": "x"}}, USER, False),
+    "claim-by-user": ("resourceclaims", {"spec": {"devices": REQUESTS}}, USER, True),
+    "claim-for-a-pod": (
+        "resourceclaims",
+        {"spec": {"devices": REQUESTS}},
+        "system:serviceaccount:kube-system:resource-claim-controller",
+        False,
+    ),
+    "claim-for-an-extended-resource": (
+        "resourceclaims",
+        {"spec": {"devices": REQUESTS}},
+        "system:kube-scheduler",
+        False,
+    ),
+    "claim-odd": ("resourceclaims", {"spec": {"devices": {"requests": 3}}}, USER, False),
+}
+
+
+def test_claim_objects_are_sent_when_a_user_asks_for_devices(celcheck: Path) -> None:
+    found = claim_conditions()
+    for webhook, (_, expression) in found.items():
+        plural = webhook.split(".", 1)[0]
+        mine = {n: o for n, (p, o, _, _) in CLAIM_OBJECTS.items() if p == plural}
+        requests = {
+            n: {"userInfo": {"username": u}}
+            for n, (p, _, u, _) in CLAIM_OBJECTS.items()
+            if p == plural
+        }
+        outcome = evaluate(celcheck, {webhook: expression}, mine, requests)
+        assert outcome[webhook]["results"] == {
+            n: sent for n, (p, _, _, sent) in CLAIM_OBJECTS.items() if p == plural
+        }, webhook

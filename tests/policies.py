@@ -42,6 +42,43 @@ MIG_1G = {"name": "mig-1g", "resource": "nvidia.com/mig-1g.10gb", "memory": "10G
 MIG_2G = {"name": "mig-2g", "resource": "nvidia.com/mig-2g.20gb", "memory": "20Gi", "slices": 2}
 MIG_3G = {"name": "mig-3g", "resource": "nvidia.com/mig-3g.40gb", "memory": "40Gi", "slices": 3}
 
+# Classes of NVIDIA's DRA driver: whole GPUs of two models (gpu.nvidia.com), MIG profiles
+# (mig.nvidia.com).
+DRA_H100 = {
+    "name": "h100",
+    "memory": "80Gi",
+    "dra": {
+        "deviceClassName": "gpu.nvidia.com",
+        "attributes": {"gpu.nvidia.com/productName": "NVIDIA H100 80GB HBM3"},
+    },
+}
+DRA_A100 = {
+    "name": "a100",
+    "memory": "80Gi",
+    "dra": {
+        "deviceClassName": "gpu.nvidia.com",
+        "selector": "device.attributes['gpu.nvidia.com'].productName == 'NVIDIA A100-SXM4-80GB'",
+    },
+}
+DRA_MIG_1G = {
+    "name": "mig-1g",
+    "memory": "10Gi",
+    "slices": 1,
+    "dra": {
+        "deviceClassName": "mig.nvidia.com",
+        "attributes": {"gpu.nvidia.com/profile": "1g.10gb"},
+    },
+}
+DRA_MIG_3G = {
+    "name": "mig-3g",
+    "memory": "40Gi",
+    "slices": 3,
+    "dra": {
+        "deviceClassName": "mig.nvidia.com",
+        "attributes": {"gpu.nvidia.com/profile": "3g.40gb"},
+    },
+}
+
 
 def document(
     tenants: Sequence[Mapping[str, Any]],

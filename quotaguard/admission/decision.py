@@ -30,6 +30,7 @@ Rule = Literal[
     "node-selector-conflict",  # the pod's nodeSelector contradicts its class's nodeSelector
     "gpu-not-governed",  # a GPU no class counts: HAMi shares, another vendor's, KAI annotations
     "runtime-unreadable",  # a TrainJob's runtime admission cannot read
+    "claim-unresolved",  # a DRA claim whose template, claim or DeviceClass cannot be found
 ]
 
 

@@ -11,6 +11,7 @@ from typing import Any, Literal
 
 import jsonpatch
 
+from quotaguard.admission.claimrules import claim_object_decision
 from quotaguard.admission.decision import ALLOWED, Decision, combine
 from quotaguard.admission.mutate import mutate
 from quotaguard.admission.owners import owner_kinds, trusted_creator
@@ -24,6 +25,7 @@ from quotaguard.admission.reviews import (
 )
 from quotaguard.admission.runtimes import patch_from, unreadable_runtime, with_runtime
 from quotaguard.admission.validate import validate
+from quotaguard.kube.dra import DraLookup
 from quotaguard.kube.trainingruntime import TrainingRuntimes
 from quotaguard.policy.model import TenantPolicy
 
@@ -36,12 +38,15 @@ def review(
     *,
     operation_path: OperationPath,
     runtimes: TrainingRuntimes | None = None,
+    dra: DraLookup | None = None,
 ) -> AdmissionReview:
     """Answer one AdmissionReview. dryRun requests get the same answer: deciding has no
     side effects. `runtimes`: the TrainJob runtimes admission may read (None: not known, a
-    TrainJob is judged by its own resourcesPerNode alone)."""
+    TrainJob is judged by its own resourcesPerNode alone). `dra` finds the
+    ResourceClaimTemplates, ResourceClaims and DeviceClasses that DRA claims name (none known
+    without it)."""
     request = decode_review(body)
-    decision = decide(policy, request, operation_path=operation_path, runtimes=runtimes)
+    decision = decide(policy, request, operation_path=operation_path, runtimes=runtimes, dra=dra)
     return build_response(request["uid"], decision)
 
 
@@ -51,6 +56,7 @@ def decide(
     *,
     operation_path: OperationPath,
     runtimes: TrainingRuntimes | None = None,
+    dra: DraLookup | None = None,
 ) -> Decision:
     given = request.get("object")
     if not isinstance(given, dict):
@@ -85,8 +91,13 @@ def decide(
             operation=operation,
             old_object=old if isinstance(old, dict) else None,
             creator_trusted=creator_trusted,
+            dra=dra,
         )
         return patch_from(given, obj, mutation)
+    if operation == "CREATE":
+        claim_object = claim_object_decision(policy, obj, namespace, dra)
+        if claim_object is not None:
+            return claim_object
     return validate(
         policy,
         obj,
@@ -94,11 +105,16 @@ def decide(
         operation=operation,
         old_object=old if isinstance(old, dict) else None,
         creator_trusted=creator_trusted,
+        dra=dra,
     )
 
 
 def review_offline(
-    policy: TenantPolicy, body: object, runtimes: TrainingRuntimes | None = None
+    policy: TenantPolicy,
+    body: object,
+    runtimes: TrainingRuntimes | None = None,
+    *,
+    dra: DraLookup | None = None,
 ) -> tuple[AdmissionReview, dict[str, Any]]:
     """Mutation, then validation of the mutated object: the response the user would see and
     the object as it would be stored (the original one when denied)."""
@@ -106,10 +122,14 @@ def review_offline(
     obj = request.get("object")
     if not isinstance(obj, dict):
         return build_response(request["uid"], ALLOWED), {}
-    mutation = decide(policy, request, operation_path="mutate", runtimes=runtimes)
+    mutation = decide(policy, request, operation_path="mutate", runtimes=runtimes, dra=dra)
     patched = apply_patch(obj, mutation) if mutation.allowed else obj
     validation = decide(
-        policy, {**request, "object": patched}, operation_path="validate", runtimes=runtimes
+        policy,
+        {**request, "object": patched},
+        operation_path="validate",
+        runtimes=runtimes,
+        dra=dra,
     )
     decision = combine(mutation, validation)
     return build_response(request["uid"], decision), patched if decision.allowed else obj

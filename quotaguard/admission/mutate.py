@@ -15,6 +15,7 @@ from typing import Any, NamedTuple
 
 import jsonpatch
 
+from quotaguard.admission.claimrules import WorkloadClaims, workload_claims
 from quotaguard.admission.classes import left_to_kueue, resolve_class
 from quotaguard.admission.decision import ALLOWED, Decision, Denial, PatchOp, deny
 from quotaguard.admission.names import (
@@ -44,6 +45,7 @@ from quotaguard.admission.workload import (
     owned_by_workload,
     template_views,
 )
+from quotaguard.kube.dra import DraLookup
 from quotaguard.kube.kinds import kind_of
 from quotaguard.kube.podspec import PLAIN_GPU, workload_kind
 from quotaguard.kube.quantity import QuantityError, format_bytes, parse_quantity
@@ -81,11 +83,13 @@ def mutate(
     operation: str = "CREATE",
     old_object: Mapping[str, Any] | None = None,
     creator_trusted: bool = False,
+    dra: DraLookup | None = None,
 ) -> Decision:
     """CREATE decides; UPDATE puts back what CREATE decided when the update undid it (see
     `restore`) and decides like CREATE a template whose GPU requests it changes (see
     `_update`); other operations are left alone. `creator_trusted`: the request comes from
-    the controller of the object's owner (see `owners`)."""
+    the controller of the object's owner (see `owners`). `dra` finds the DRA
+    objects its claims name (a workload with GPUs only through claims is queued too)."""
     if policy.exempt(namespace):
         return ALLOWED
     if operation == "UPDATE":
@@ -96,10 +100,11 @@ def mutate(
     if tenant is None:
         return ALLOWED
     views = template_views(obj, policy.gpu_resources)
+    claims = workload_claims(policy, namespace, views, dra)
     # A pod of a Job was made from a template this webhook already rewrote. GPUs no quota
     # counts are not rewritten halfway: validation refuses them.
     if (
-        not has_gpus(views)
+        not _gpu_workload(views, claims)
         or owned_by_workload(obj, views, creator_trusted=creator_trusted)
         or asks_ungoverned(views)
     ):
@@ -110,7 +115,7 @@ def mutate(
         placement, changes = _rewrite(policy, tenant, view, state)
         _place(tenant, view, placement, state)
         state.changes.extend(changes)
-        if view.gpu_containers:
+        if _gpu_template(view, claims):
             _stamp_template(view, tenant, changes, state, single_template=single_template)
     _queue(policy, tenant, obj, views, state)
     _provenance("/metadata", as_map(obj.get("metadata")), tenant, state.changes, state)
@@ -165,6 +170,15 @@ def _applied(obj: Mapping[str, Any], ops: tuple[PatchOp, ...]) -> Mapping[str, A
         return obj
     patched: dict[str, Any] = jsonpatch.apply_patch(obj, list(ops))
     return patched
+
+
+def _gpu_workload(views: list[TemplateView], claims: WorkloadClaims) -> bool:
+    """GPUs asked as extended resources or through DRA claims."""
+    return has_gpus(views) or claims.asks_gpus
+
+
+def _gpu_template(view: TemplateView, claims: WorkloadClaims) -> bool:
+    return bool(view.gpu_containers) or claims.asks_gpus_in(view)
 
 
 def _rewrite(

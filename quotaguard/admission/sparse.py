@@ -52,6 +52,7 @@ class _PodSpec(Struct, omit_defaults=True):
     nodeSelector: Any = UNSET  # noqa: N815
     schedulerName: Any = UNSET  # noqa: N815
     priorityClassName: Any = UNSET  # noqa: N815
+    resourceClaims: Any = UNSET  # noqa: N815 - DRA claims: see admission.claims
 
 
 class _Object(Struct, omit_defaults=True):

@@ -13,6 +13,7 @@ from math import lcm
 from typing import Any
 
 from quotaguard.admission.asked import asked_for, rewrites
+from quotaguard.admission.claimrules import NO_WORKLOAD_CLAIMS, WorkloadClaims, workload_claims
 from quotaguard.admission.classes import (
     allowed_classes,
     format_gpus,
@@ -38,6 +39,7 @@ from quotaguard.admission.workload import (
     owned_by_workload,
     template_views,
 )
+from quotaguard.kube.dra import DraLookup, has_pod_claims
 from quotaguard.kube.kinds import kind_of
 from quotaguard.kube.podspec import PLAIN_GPU, containers, pod_gpus, workload_kind
 from quotaguard.kube.quantity import parse_gpu_count
@@ -54,9 +56,11 @@ def validate(
     operation: str = "CREATE",
     old_object: Mapping[str, Any] | None = None,
     creator_trusted: bool = False,
+    dra: DraLookup | None = None,
 ) -> Decision:
     """Allowed, or denied with every reason. `creator_trusted`: the request comes from a
-    controller whose owner references are believed (see `owners`).
+    controller whose owner references are believed (see `owners`); `dra` finds the DRA
+    objects its claims name (see `claimrules`).
 
     On UPDATE a changed queue is judged (Kueue lets a suspended Job move queues), and the GPU
     rules run again only when the GPU requests themselves changed (a suspended Job's template
@@ -65,25 +69,44 @@ def validate(
     if operation not in ("CREATE", "UPDATE") or policy.exempt(namespace):
         return ALLOWED
     views = template_views(obj, policy.gpu_resources)
-    if not has_gpus(views):
+    claims = _claims(policy, namespace, views, dra, old_object if operation == "UPDATE" else None)
+    if not has_gpus(views) and not claims.asks_gpus:
         return ALLOWED
     tenant = policy.tenant_of(namespace)
     # Made from a template judged at its owner: only another tenant's queue is refused here.
     strict = not owned_by_workload(obj, views, creator_trusted=creator_trusted)
     if operation == "UPDATE":
-        return _decision(
-            tenant, _update(policy, tenant, obj, views, namespace, old_object, strict=strict)
-        )
+        judged = _update(policy, tenant, obj, views, namespace, old_object, strict=strict)
+        return _decision(tenant, judged + claims.denials(policy, tenant))
     denials: list[Denial] = []
     if tenant is None and policy.spec.unmatched_namespaces == "deny":
         denials.append(_unmatched(policy, namespace))
     for view in views:
         denials.extend(_gpu_rules(policy, tenant, view))
+    denials.extend(claims.denials(policy, tenant))
     refs = queue_refs(obj, views)
     denials.extend(_queue_isolation(policy, tenant, namespace, refs, strict=strict))
     if strict:
         denials.extend(_schedulers(policy, tenant, scheduler_refs(obj, views)))
     return _decision(tenant, denials)
+
+
+def _claims(
+    policy: TenantPolicy,
+    namespace: str,
+    views: list[TemplateView],
+    dra: DraLookup | None,
+    old_object: Mapping[str, Any] | None,
+) -> WorkloadClaims:
+    """The object's DRA claims; on UPDATE only when they changed."""
+    if not any(has_pod_claims(view.spec) for view in views):
+        return NO_WORKLOAD_CLAIMS
+    old_views = (
+        template_views(old_object, policy.gpu_resources, "request.oldObject")
+        if old_object is not None
+        else None
+    )
+    return workload_claims(policy, namespace, views, dra, old_views=old_views)
 
 
 def _update(

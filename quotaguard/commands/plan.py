@@ -244,6 +244,8 @@ def run(args: argparse.Namespace) -> int:
     from quotaguard.geometry.report import layout_rows
     from quotaguard.quota.cluster import SnapshotError, load_snapshot, parse_objects
     from quotaguard.quota.demand import activity_of, demand_of
+    from quotaguard.quota.dracapacity import snapshot_capacity
+    from quotaguard.quota.drademand import dra_demand, with_dra_demand
     from quotaguard.quota.queues import current_state
     from quotaguard.quota.report import build_report
     from quotaguard.quota.step import observe, plan_observed
@@ -276,7 +278,11 @@ def run(args: argparse.Namespace) -> int:
     facts = _gpu_facts(args, policy, snapshot)
     current = current_state(policy, snapshot)
     # One snapshot is one step from nothing: weights follow the usage seen in it.
-    seen = observe(policy, demand_of(policy, snapshot, activity=facts.activity), 0.0)
+    dra = dra_demand(policy, snapshot)  # GPUs asked through DRA claims
+    for problem in dra.problems:
+        print(f"{source}: warning: {problem}", file=sys.stderr)
+    demand = with_dra_demand(demand_of(policy, snapshot, activity=facts.activity), dra)
+    seen = observe(policy, demand, 0.0)
     # Layouts first: the quota plan is made on the capacity they leave (changing nodes at 0).
     layouts, capacity = plan_capacity(
         policy,
@@ -287,6 +293,7 @@ def run(args: argparse.Namespace) -> int:
         weights=seen.weights,
         faulty_gpus=facts.faulty,
     )
+    capacity = snapshot_capacity(policy, snapshot, capacity)  # DRA devices of ResourceSlices
     result = plan_observed(policy, capacity, seen, current=current).plan
     report = build_report(
         result,

@@ -48,6 +48,14 @@ def register(verbs: Any) -> None:
         "runtime's GPUs and one naming a runtime not given is denied",
     )
     parser.add_argument(
+        "--dra",
+        action="append",
+        default=[],
+        metavar="FILE",
+        help="ResourceClaimTemplates, ResourceClaims and DeviceClasses that DRA claims name "
+        "(as the webhook reads them from the cluster; repeatable; those in INPUT count too)",
+    )
+    parser.add_argument(
         "-o",
         "--output",
         choices=("summary", "json", "yaml"),
@@ -67,6 +75,7 @@ def run(args: argparse.Namespace) -> int:
         documents = _read(args.input, name)
         runtimes = _runtimes(documents, args.runtime)
         reviews, skipped = _reviews(documents, name, args.namespace)
+        dra = _dra_objects(args.dra, documents, args.namespace)
     except InputError as exc:
         print(exc, file=sys.stderr)
         return 2
@@ -78,7 +87,7 @@ def run(args: argparse.Namespace) -> int:
     denied = False
     for what, body in reviews:
         try:
-            response, patched = review_offline(policy, body, runtimes)
+            response, patched = review_offline(policy, body, runtimes, dra=dra)
         except BadReview as exc:
             print(f"{name}: {what}: {exc.problem}: {exc}", file=sys.stderr)
             return 2
@@ -129,6 +138,14 @@ def _read(path: str, name: str) -> list[object]:
     except (OSError, UnicodeDecodeError) as exc:
         reason = read_error(exc)
         raise InputError(f"{name}: cannot read: {reason}") from exc
+
+
+def _dra_objects(files: list[str], documents: list[object], namespace: str | None) -> Any:
+    """The DRA objects of the --dra files and of the input (a `DraLookup`)."""
+    from quotaguard.kube.dra import dra_objects
+
+    found = [item for path in files for item in _flatten(_read(path, path))]
+    return dra_objects([*found, *_flatten(documents)], namespace=namespace)
 
 
 def _reviews(

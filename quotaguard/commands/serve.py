@@ -159,6 +159,13 @@ def register(verbs: Any) -> None:
         "pod) share the webhook port and the kernel spreads connections over them: one pod "
         "uses more than one core; every process must run as the same user",
     )
+    parser.add_argument(
+        "--webhook-read-dra",
+        action="store_true",
+        help="the webhook reads the ResourceClaimTemplates, ResourceClaims and DeviceClasses "
+        "that pods' DRA claims name (needs the dra deploy component's RBAC); without it a "
+        "tenant's workload whose GPUs come through a claim is refused as unresolved",
+    )
     parser.set_defaults(run=run)
 
 
@@ -210,6 +217,7 @@ def run(args: argparse.Namespace) -> int:
         webhook_body_timeout=args.webhook_body_timeout,
         webhook_reuse_port=args.webhook_reuse_port,
         reports_auth=args.reports_auth,
+        webhook_read_dra=args.webhook_read_dra,
     )
     try:
         resolve_components(components)  # imported now, so that the freeze below covers them

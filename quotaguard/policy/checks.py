@@ -14,6 +14,7 @@ from quotaguard.kube.names import ACCELERATOR_PATTERN, GPU_RESOURCE, MIG_PREFIX
 from quotaguard.kube.quantity import QuantityError, parse_duration, parse_quantity
 from quotaguard.kube.values import mapping as _map
 from quotaguard.policy.catalogue import matching_profiles
+from quotaguard.policy.drachecks import check_dra
 from quotaguard.policy.geometrychecks import check_geometry
 from quotaguard.policy.globs import overlapping_pairs
 from quotaguard.policy.listchecks import check_lists
@@ -68,6 +69,7 @@ def check_policy(document: Mapping[str, Any]) -> list[Problem]:
         problems += _best_fit_fallthrough(index, tenant, whole_names)
     problems += _rebalance(_map(spec.get("rebalance")))
     problems += check_geometry(spec)
+    problems += check_dra(spec)
     return problems
 
 

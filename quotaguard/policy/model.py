@@ -20,9 +20,11 @@ from pydantic import (
     ConfigDict,
     Field,
     PlainSerializer,
+    model_validator,
 )
 from pydantic.alias_generators import to_camel
 
+from quotaguard.kube.cel import AttributeValue, Condition, Selection, read_selector
 from quotaguard.kube.kinds import BY_ID as _KINDS_BY_ID
 from quotaguard.kube.names import GPU_RESOURCE, MIG_PREFIX, SHARED_GPU_RESOURCE
 from quotaguard.kube.quantity import QuantityError, format_bytes, format_duration, parse_duration
@@ -36,6 +38,10 @@ WHOLE_GPU_SLICES = 7
 DNS_LABEL = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
 CLASS_NAME = r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$"
 RESOURCE_NAME = r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?/[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$"
+DNS_SUBDOMAIN = r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$"
+# How Volcano names a DRA DeviceClass among a Queue's resources; a DRA class without a
+# `resource` of its own is counted under this name.
+DEVICE_CLASS_RESOURCE_PREFIX = "deviceclass/"
 
 
 def _bytes(value: object) -> int:
@@ -83,17 +89,62 @@ class _Strict(BaseModel):
     )
 
 
+class DraDevices(_Strict):
+    """The devices of a GPU class under Dynamic Resource Allocation: those of a DeviceClass,
+    narrowed by a CEL `selector` and exact `attributes` (both optional, both must hold)."""
+
+    device_class_name: Annotated[str, Field(pattern=DNS_SUBDOMAIN, max_length=253)]
+    # A conjunction (&&) of `device.attributes["<domain>"].<name> == <value>` (or `in [...]`)
+    # and `device.driver == "..."` terms; `quotaguard validate` refuses anything else.
+    selector: Annotated[str | None, Field(min_length=1)] = None
+    # qualified attribute name (`gpu.nvidia.com/profile`) -> value
+    attributes: dict[str, AttributeValue] = Field(default_factory=dict)
+    # Devices of the class one node offers at most: bounds a request of allocationMode All.
+    max_devices_per_node: Annotated[int | None, Field(ge=1)] = None
+
+    @cached_property
+    def selection(self) -> Selection:
+        """What the selector and attributes pin, as one selection."""
+        from_selector = read_selector(self.selector) if self.selector else Selection()
+        pinned = tuple(
+            Condition(name, frozenset({value})) for name, value in self.attributes.items()
+        )
+        return Selection(from_selector.conditions + pinned, from_selector.unread)
+
+
 class GpuClass(_Strict):
-    """One GPU shape the cluster offers: a whole GPU, a MIG slice or a shared GPU."""
+    """One GPU shape the cluster offers: a whole GPU, a MIG slice or a shared GPU, as an
+    extended resource of a device plugin, as DRA devices of a DeviceClass, or both."""
 
     name: Annotated[str, Field(pattern=CLASS_NAME, max_length=63)]
-    resource: Annotated[str, Field(pattern=RESOURCE_NAME)]
+    # The extended resource pods ask for (a device plugin's, or a DeviceClass's
+    # extendedResourceName); None for a class only DRA claims reach.
+    resource_name: Annotated[str | None, Field(alias="resource", pattern=RESOURCE_NAME)] = None
+    dra: DraDevices | None = None
     flavor_name: Annotated[str | None, Field(alias="flavor", pattern=CLASS_NAME)] = None
     memory: Bytes
     slices: Annotated[int, Field(ge=1, le=WHOLE_GPU_SLICES)] = WHOLE_GPU_SLICES
     node_selector: dict[str, str] = Field(default_factory=dict)
     sharing: Literal["none", "time-slicing", "mps"] = "none"
     replicas: Annotated[int, Field(ge=1)] = 1
+
+    @model_validator(mode="after")
+    def _backed(self) -> GpuClass:
+        if self.resource_name is None and self.dra is None:
+            raise ValueError(
+                "a GPU class needs a resource (an extended resource such as nvidia.com/gpu), "
+                "dra (a DeviceClass), or both"
+            )
+        return self
+
+    @property
+    def resource(self) -> str:
+        """The resource the class is counted under in queues: its extended resource, else
+        `deviceclass/<DeviceClass>` (the name Volcano counts DRA devices by)."""
+        if self.resource_name is not None:
+            return self.resource_name
+        assert self.dra is not None  # _backed
+        return DEVICE_CLASS_RESOURCE_PREFIX + self.dra.device_class_name
 
     @property
     def flavor(self) -> str:
@@ -390,10 +441,22 @@ class TenantPolicy(_Strict):
 
     @cached_property
     def classes_by_resource(self) -> dict[str, list[GpuClass]]:
+        """Classes by the extended resource pods ask for (classes only DRA reaches have none)."""
         found: dict[str, list[GpuClass]] = {}
         for gpu_class in self.spec.gpu_classes:
-            found.setdefault(gpu_class.resource, []).append(gpu_class)
+            if gpu_class.resource_name is not None:
+                found.setdefault(gpu_class.resource_name, []).append(gpu_class)
         return found
+
+    @cached_property
+    def dra_classes(self) -> tuple[GpuClass, ...]:
+        """The classes backed by a DeviceClass, in policy order."""
+        return tuple(c for c in self.spec.gpu_classes if c.dra is not None)
+
+    @cached_property
+    def gpu_device_classes(self) -> frozenset[str]:
+        """Every DeviceClass a class of the policy names."""
+        return frozenset(c.dra.device_class_name for c in self.dra_classes if c.dra)
 
     @cached_property
     def gpu_resources(self) -> frozenset[str]:

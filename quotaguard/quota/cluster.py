@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from quotaguard.kube.dra import PodClaim, is_dra_kind, pod_claims
 from quotaguard.kube.names import (
     KUEUE_GROUP,
     KUEUE_QUEUE_LABEL,
@@ -82,6 +83,8 @@ class PodSet:
     count: int
     per_pod: Mapping[str, int]
     node_selector: Mapping[str, str]
+    # the DRA claims of its pod template (quotaguard.quota.drademand counts them)
+    claims: tuple[PodClaim, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -161,6 +164,9 @@ class ClusterSnapshot:
     mig_parted_configs: Mapping[str, str] = field(default_factory=dict)
     # one line per object that could not be read completely
     problems: tuple[str, ...] = field(default=())
+    # ResourceSlices, DeviceClasses, ResourceClaims and ResourceClaimTemplates as they came
+    # (quotaguard.quota.dracapacity reads them)
+    dra_objects: tuple[Mapping[str, Any], ...] = ()
 
 
 def _list(value: object) -> list[Any]:
@@ -317,6 +323,7 @@ class _Reader:
                     count=count,
                     per_pod=pod_gpus(template_spec, self.gpu_resources),
                     node_selector=_labels(template_spec.get("nodeSelector")),
+                    claims=pod_claims(template_spec),
                 )
             )
         admission = _map(status.get("admission"))
@@ -453,9 +460,13 @@ def parse_objects(
     found: dict[type, list[Any]] = {}
     known = memo.reuse(gpu_resources) if memo is not None else {}
     kept: dict[int, tuple[object, object | None, tuple[str, ...]]] = {}
+    dra: list[Mapping[str, Any]] = []
     for index, item in enumerate(items):
         if not isinstance(item, Mapping):
             reader.problems.append(f"items[{index}]: not an object; skipped")
+            continue
+        if is_dra_kind(item):
+            dra.append(item)
             continue
         entry = known.get(id(item))
         if entry is not None and entry[0] is item:
@@ -481,6 +492,7 @@ def parse_objects(
         volcano_queues=tuple(found.get(VolcanoQueue, ())),
         mig_parted_configs={c.namespace: c.text for c in found.get(_MigPartedConfig, ())},
         problems=tuple(reader.problems),
+        dra_objects=tuple(dra),
     )
 
 

@@ -83,6 +83,9 @@ class ServeOptions:
     # who may read /metrics and /reports: callers the API server vouches for (TokenReview) and
     # allows (SubjectAccessReview), or everyone ("none", a trusted network); serve/access.py
     reports_auth: ReportsAuth = "kubernetes"
+    # the webhook reads the ResourceClaimTemplates, ResourceClaims and DeviceClasses that DRA
+    # claims name (it needs the RBAC of the `dra` deploy component)
+    webhook_read_dra: bool = False
 
 
 Component = Callable[["ServeContext"], Awaitable[None]]

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 
 from aiohttp import web
 
+from quotaguard.kube.client import api_client
+from quotaguard.kube.dra import DraLookup
 from quotaguard.serve.components import ServeContext, StartupError
 from quotaguard.serve.tlsreload import CertificateError, ReloadingCertificate
+from quotaguard.webhook.dracache import api_dra_cache
 from quotaguard.webhook.guard import (
     ClientMistakes,
     ConnectionGuard,
@@ -50,6 +54,7 @@ async def start(ctx: ServeContext) -> None:
         )
     )
     runtimes = cluster_cache(options.kubeconfig)
+    runtimes.dra = await _dra_lookup(ctx)
     app = build_webhook_app(ctx.store, guard=guard, review=runtimes.review)
     runner = GuardedRunner(
         app,
@@ -77,6 +82,19 @@ async def start(ctx: ServeContext) -> None:
     ctx.run_task("tls-watch", certificate.watch(options.tls_poll_interval))
     ctx.run_task("trainjob-runtimes", runtimes.run(RUNTIMES_INTERVAL))
     ctx.run_task("connection-guard", guard.watch())
+
+
+async def _dra_lookup(ctx: ServeContext) -> DraLookup | None:
+    """What finds DRA objects through the API with --webhook-read-dra (None without it)."""
+    if not ctx.options.webhook_read_dra:
+        return None
+    try:
+        # reads the kubeconfig (and may run its exec plugin) with blocking calls
+        api = await asyncio.to_thread(api_client, ctx.options.kubeconfig)
+    except Exception as exc:
+        where = ctx.options.kubeconfig or "in-cluster configuration"
+        raise StartupError(f"cannot configure the Kubernetes client from {where}: {exc}") from exc
+    return api_dra_cache(api)
 
 
 async def drain(runner: web.AppRunner, in_flight: InFlight, timeout: float) -> None:

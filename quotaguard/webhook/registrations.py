@@ -18,6 +18,7 @@ import yaml
 
 from quotaguard.admission.names import DECIDED_ANNOTATION, DEFAULT_SCHEDULER, TENANT_ANNOTATION
 from quotaguard.admission.owners import KUBE_CONTROLLERS
+from quotaguard.kube.dra import RESOURCE_GROUP as DRA_GROUP
 from quotaguard.kube.kinds import BY_ID, KINDS, OWNER_KINDS, Kind, Step, parse_path
 from quotaguard.kube.names import (
     ACCELERATOR_PATTERN,
@@ -38,7 +39,20 @@ PILOT_LABEL = "quotaguard.dev/pilot"
 # creation only when the queue label quotaguard adds is already there; see docs/deploy.md.
 MUTATING = "00-quotaguard-mutating"
 VALIDATING = "quotaguard-validating"
-REQUESTS_NVIDIA = "requests-gpu-resources"
+REQUESTS_NVIDIA = "requests-gpus"  # a GPU resource, or DRA claims
+CLAIM_ASKS_FOR_DEVICES = "asks-for-devices-not-for-a-pod"
+# Who makes the ResourceClaims of a pod from its template, and of an extended resource backed
+# by DRA: those claims were judged with the template or the pod.
+CLAIM_MAKERS = (
+    "system:kube-controller-manager",
+    "system:serviceaccount:kube-system:resource-claim-controller",
+    "system:kube-scheduler",
+)
+# (plural, the path of the claim spec's `devices` below `object`)
+CLAIM_RESOURCES = (
+    ("resourceclaimtemplates", ("spec", "spec", "devices")),
+    ("resourceclaims", ("spec", "devices")),
+)
 PLAIN_GPU_NEXT_TO_ANOTHER = "plain-gpu-next-to-another-nvidia-resource"
 HAS_COMPONENTS = "has-components"
 NOT_YET_DECIDED = "not-yet-decided-by-quotaguard"
@@ -122,9 +136,19 @@ def _along(value: str, steps: tuple[Step, ...], leaf: str, depth: int = 0) -> st
     )
 
 
-def match_expression(kind: Kind, resources_check: str = _ANY_NVIDIA) -> str:
-    """Some pod template of an object of `kind` names a resource `resources_check` accepts
-    (an AppWrapper: has components, whose templates CEL cannot search)."""
+def _claims(spec: str) -> str:
+    """The pod spec `spec` (known to be a map) names DRA claims (what they ask for is in
+    objects CEL cannot read: every pod with claims is sent)."""
+    claims = f"{spec}.resourceClaims"
+    return f"has({claims}) && type({claims}) == list && size({claims}) > 0"
+
+
+def match_expression(
+    kind: Kind, resources_check: str = _ANY_NVIDIA, *, claims: bool = False
+) -> str:
+    """Some pod template of an object of `kind` names a resource `resources_check` accepts,
+    or with `claims` DRA claims (an AppWrapper: has components, whose templates CEL cannot
+    search)."""
     if kind.components is not None:
         return _along("object", parse_path(kind.components), "type({value}) == list")
     branches = []
@@ -136,7 +160,16 @@ def match_expression(kind: Kind, resources_check: str = _ANY_NVIDIA) -> str:
             leaf = "type({value}) == map\n&& " + _requirements("{value}")
             branches.append(_along("object", place.steps, leaf))
             continue
-        leaf = "type({value}) == map\n&& " + _containers("{value}", resources_check)
+        if claims:
+            leaf = (
+                "type({value}) == map\n&& (\n"
+                + _indent(_containers("{value}", resources_check))
+                + "\n  || "
+                + _claims("{value}")
+                + ")"
+            )
+        else:
+            leaf = "type({value}) == map\n&& " + _containers("{value}", resources_check)
         branches.append(_along("object", (*place.steps, Step("field", "spec")), leaf))
         if resources_check == _ANY_NVIDIA:
             annotations = (*place.steps, Step("field", "metadata"), Step("field", "annotations"))
@@ -352,7 +385,7 @@ def decided_pod_expression() -> str:
 def _conditions(
     kind: Kind, operation: Operation, mutating: bool, resources: bool | None
 ) -> list[Manifest]:
-    condition_name, expression = REQUESTS_NVIDIA, match_expression(kind)
+    condition_name, expression = REQUESTS_NVIDIA, match_expression(kind, claims=True)
     if kind.components is not None:
         condition_name = HAS_COMPONENTS
     if kind.id == "Pod" and operation == "UPDATE":
@@ -426,7 +459,8 @@ def _splits_updates(kind: Kind, path: str, operation: Operation) -> bool:
 
 def webhooks(path: Literal["mutate", "validate"]) -> list[Manifest]:
     """Every webhook of one configuration: CREATE for each kind, then UPDATE for each, then
-    (validation) the UPDATEs that change container resources, for each."""
+    (validation) the UPDATEs that change container resources, for each, and the DRA claim
+    objects' CREATE."""
     operations: tuple[Operation, ...] = ("CREATE", "UPDATE")
     found = []
     for operation in operations:
@@ -440,7 +474,63 @@ def webhooks(path: Literal["mutate", "validate"]) -> list[Manifest]:
         for kind in KINDS
         if _splits_updates(kind, path, "UPDATE")
     )
+    if path == "validate":
+        found.extend(_claim_webhook(plural, devices) for plural, devices in CLAIM_RESOURCES)
     return found
+
+
+def claim_expression(devices: tuple[str, ...]) -> str:
+    """A ResourceClaimTemplate or ResourceClaim that asks for devices, not made by Kubernetes
+    for a pod (from a pod's template, or for an extended resource backed by DRA)."""
+    value, checks = "object", []
+    for step in devices:
+        value = f"{value}.{step}"
+        checks.append(f"has({value}) && type({value}) == map")
+    requests = f"{value}.requests"
+    made_by = _quoted_lines(list(CLAIM_MAKERS))
+    return (
+        "\n&& ".join(checks)
+        + f"\n&& has({requests}) && type({requests}) == list && size({requests}) > 0\n"
+        "&& !(has(request.userInfo) && has(request.userInfo.username)\n"
+        f"  && request.userInfo.username in [\n{_indent(_indent(made_by))}])"
+    )
+
+
+def _claim_webhook(plural: str, devices: tuple[str, ...]) -> Manifest:
+    """The DRA claim objects created in tenant namespaces are judged before any pod names
+    them (their specs cannot change: UPDATE is not sent)."""
+    hook: Manifest = {
+        "name": f"{plural}.validate.quotaguard.dev",
+        "admissionReviewVersions": ["v1"],
+        "sideEffects": "None",
+        "timeoutSeconds": 5,
+        "failurePolicy": "Fail",
+        "matchPolicy": "Equivalent",
+        "clientConfig": {"service": {**SERVICE, "path": "/validate"}},
+        "namespaceSelector": {
+            "matchExpressions": [
+                {
+                    "key": "kubernetes.io/metadata.name",
+                    "operator": "NotIn",
+                    "values": list(EXEMPT_NAMESPACES),
+                },
+                {"key": IGNORE_LABEL, "operator": "NotIn", "values": ["true"]},
+            ]
+        },
+        "rules": [
+            {
+                "apiGroups": [DRA_GROUP],
+                "apiVersions": ["v1"],
+                "resources": [plural],
+                "operations": ["CREATE"],
+                "scope": "Namespaced",
+            }
+        ],
+        "matchConditions": [
+            {"name": CLAIM_ASKS_FOR_DEVICES, "expression": claim_expression(devices)}
+        ],
+    }
+    return hook
 
 
 def configuration(path: Literal["mutate", "validate"]) -> Manifest:
@@ -497,7 +587,8 @@ MUTATING_HEADER = """\
 # is kept small instead: the matchConditions send only objects that ask for a GPU (an
 # nvidia.com/ resource, a resource whose name looks like an accelerator such as amd.com/gpu
 # or habana.ai/gaudi, or KAI scheduler's gpu-fraction / gpu-memory annotations on a pod
-# template), kube-system, quotaguard-system and namespaces labelled quotaguard.dev/ignore=true
+# template), or that name DRA resourceClaims,
+# kube-system, quotaguard-system and namespaces labelled quotaguard.dev/ignore=true
 # are never sent, and the webhook runs 2+ replicas with a PodDisruptionBudget. For a first
 # rollout use config/components/pilot/ (failurePolicy Ignore, one labelled namespace); see
 # docs/deploy.md.
@@ -580,6 +671,13 @@ VALIDATING_HEADER = """\
 #
 # It runs after every mutation, on the final object, so the rewritten class resources
 # (nvidia.com/mig-*, nvidia.com/gpu.shared) match the same condition.
+#
+# DRA: an object whose pod templates name resourceClaims is sent too (what a claim asks for is
+# in a ResourceClaimTemplate or ResourceClaim that CEL cannot read). ResourceClaimTemplates and
+# ResourceClaims that ask for devices are sent on CREATE (their specs cannot change), except
+# those Kubernetes makes for a pod (kube-controller-manager's resource-claim controller, from
+# a template judged when it was created; the scheduler, for an extended resource backed by
+# DRA).
 # caBundle is filled in by cert-manager's CA injector or by `quotaguard certs`.
 """
 

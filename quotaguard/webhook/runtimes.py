@@ -28,6 +28,7 @@ from typing import Any, cast
 from quotaguard.admission import AdmissionReview, review
 from quotaguard.admission.reviews import AdmissionRequest, request_namespace
 from quotaguard.kube.client import NoClusterConfig, api_client, status_code
+from quotaguard.kube.dra import DraLookup
 from quotaguard.kube.trainingruntime import (
     CLUSTER_RUNTIME,
     GROUP,
@@ -64,6 +65,7 @@ class RuntimeCache:
         self._getter = getter
         self._clock = clock
         self.snapshot = TrainingRuntimes(error=error or "not read yet")
+        self.dra: DraLookup | None = None  # what finds the DRA objects claims name
         self._read_once = False
         self._missed: dict[RuntimeKey, float] = {}  # key -> when it was last asked for
         self._reads: list[float] = []  # when the reads on a miss of the window were
@@ -99,7 +101,9 @@ class RuntimeCache:
     ) -> AdmissionReview:
         """`admission.review` with the current runtimes (a `ReviewFunction`); a runtime not
         in them is read once more (`read_missing`) before it is a denial."""
-        answer = review(policy, body, operation_path=operation_path, runtimes=self.snapshot)
+        answer = review(
+            policy, body, operation_path=operation_path, runtimes=self.snapshot, dra=self.dra
+        )
         response = answer["response"]
         denied = response.get("auditAnnotations", {}).get("denied")
         if response["allowed"] or denied != "runtime-unreadable" or self.snapshot.error:
@@ -107,7 +111,9 @@ class RuntimeCache:
         key = _missing_key(body)
         if key is None or not self.read_missing(key):
             return answer
-        return review(policy, body, operation_path=operation_path, runtimes=self.snapshot)
+        return review(
+            policy, body, operation_path=operation_path, runtimes=self.snapshot, dra=self.dra
+        )
 
     def read_missing(self, key: RuntimeKey) -> bool:
         """Read one runtime the snapshot lacks, within the bounds above; True when found."""

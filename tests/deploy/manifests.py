@@ -119,6 +119,7 @@ CHART_VALUES = {
     "manage-queues": "manageQueues=true",
     "gpu-operator-configs": "gpuOperatorConfigs.enabled=true",
     "prometheus": "prometheus.enabled=true",
+    "dra": "dra.enabled=true",
     "network-policy": "networkPolicy.enabled=true,networkPolicy.apiServerCIDRs={10.0.0.0/24}",
 }
 

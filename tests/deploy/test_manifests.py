@@ -19,7 +19,12 @@ from quotaguard.policy.loader import load_policy_file, load_policy_text
 from quotaguard.reports.http import report_routes
 from quotaguard.serve.http import build_http_app
 from quotaguard.serve.policystore import PolicyStore
-from quotaguard.webhook.registrations import NOT_YET_DECIDED, REQUESTS_NVIDIA
+from quotaguard.webhook.registrations import (
+    CLAIM_ASKS_FOR_DEVICES,
+    CLAIM_RESOURCES,
+    NOT_YET_DECIDED,
+    REQUESTS_NVIDIA,
+)
 from quotaguard.webhook.registrations import render as generated_files
 from tests.deploy.manifests import (
     CONFIG,
@@ -54,6 +59,7 @@ BUILT_IN_GROUPS = {
 # Every kind of the table, at the versions it names (the table is checked against Kueue's
 # kinds in tests/admission/test_kinds.py).
 WEBHOOK_KINDS = {(k.group, v, k.resource) for k in KINDS for v in k.versions}
+CLAIM_KINDS = {("resource.k8s.io", "v1", plural) for plural, _ in CLAIM_RESOURCES}
 
 
 TOOLS = ["kustomize", "helm"]
@@ -123,7 +129,14 @@ def test_no_wildcard_in_any_rbac_rule(build: list[Manifest]) -> None:
 @pytest.mark.parametrize("tool", TOOLS)
 @pytest.mark.parametrize(
     "components",
-    [["cert-manager"], ["pilot"], ["manage-queues"], ["prometheus"], ["gpu-operator-configs"]],
+    [
+        ["cert-manager"],
+        ["pilot"],
+        ["manage-queues"],
+        ["prometheus"],
+        ["gpu-operator-configs"],
+        ["dra"],
+    ],
 )
 def test_no_wildcard_with_any_component(renders: Renders, tool: str, components: list[str]) -> None:
     docs = renders(tool, components)
@@ -493,7 +506,8 @@ def test_webhook_configurations_are_safe_for_the_api_server(build: list[Manifest
     pods = ("", "v1", "pods")
     assert seen == {
         ("MutatingWebhookConfiguration", "CREATE"): WEBHOOK_KINDS,
-        ("ValidatingWebhookConfiguration", "CREATE"): WEBHOOK_KINDS,
+        # and the DRA claim objects, judged before any pod names them
+        ("ValidatingWebhookConfiguration", "CREATE"): WEBHOOK_KINDS | CLAIM_KINDS,
         # re-applied manifests get CREATE's classes back; Pods only when they hold a plain GPU
         # next to a class (see test_match_conditions in e2e/)
         ("MutatingWebhookConfiguration", "UPDATE"): WEBHOOK_KINDS,
@@ -538,6 +552,9 @@ def test_only_the_mutating_pod_create_webhook_leaves_out_pods_already_decided(
             if kind.startswith("Validating") and name.split(".")[0].endswith(suffix):
                 assert names[1:] == [condition], name
                 found[(kind, name)] = names[:1]
+    for plural, _ in CLAIM_RESOURCES:
+        claims = ("ValidatingWebhookConfiguration", f"{plural}.validate.quotaguard.dev")
+        assert found[claims] == [CLAIM_ASKS_FOR_DEVICES]
     assert [key for key, names in found.items() if len(names) != 1] == []
 
 
@@ -612,8 +629,9 @@ def test_pilot_limits_the_webhooks_to_labelled_namespaces_and_recommends(
 ) -> None:
     docs = renders(tool, ["pilot"])
     hooks = list(webhooks(docs))
-    # CREATE: mutating and validating for each kind; UPDATE: the same but no Pod validation
-    assert len(hooks) == 5 * len(KINDS) - 2
+    # CREATE: mutating and validating for each kind; UPDATE: the same but no Pod validation,
+    # validation split by whether resources change; CREATE of the DRA claim objects
+    assert len(hooks) == 5 * len(KINDS) - 2 + len(CLAIM_RESOURCES)
     for _, hook in hooks:
         assert hook["failurePolicy"] == "Ignore"
         selector = hook["namespaceSelector"]
@@ -794,3 +812,25 @@ def test_the_network_policy_lets_only_its_sources_reach_the_webhook_port(
     assert http_rule == {"ports": [{"port": "http", "protocol": "TCP"}]}  # from anywhere
     ports = {p["name"] for c in pod_spec(webhook)["containers"] for p in c.get("ports", [])}
     assert {"webhook", "http"} <= ports
+
+
+@pytest.mark.parametrize("tool", TOOLS)
+def test_dra_lets_the_webhook_read_only_what_claims_name(renders: Renders, tool: str) -> None:
+    """Without the component the webhook has no API access (test_webhook_has_no_api_access);
+    with it, a token, the flag, and reads of the DRA objects a pod's claims name."""
+    docs = renders(tool, ["dra"])
+    role = one(docs, "ClusterRole", "quotaguard-webhook-dra")
+    assert grants(role) == {
+        ("resource.k8s.io", "resourceclaimtemplates", "get"),
+        ("resource.k8s.io", "resourceclaims", "get"),
+        ("resource.k8s.io", "deviceclasses", "list"),
+    }
+    binding = one(docs, "ClusterRoleBinding", "quotaguard-webhook-dra")
+    assert binding["subjects"] == [
+        {"kind": "ServiceAccount", "name": "quotaguard-webhook", "namespace": NS}
+    ]
+    spec = pod_spec(deployment(docs, "quotaguard-webhook"))
+    assert spec["automountServiceAccountToken"] is True
+    assert spec["containers"][0]["args"][-1] == "--webhook-read-dra"
+    base = pod_spec(deployment(renders(tool, []), "quotaguard-webhook"))
+    assert "--webhook-read-dra" not in base["containers"][0]["args"]

@@ -32,7 +32,7 @@ def test_the_registrations_carry_the_pattern() -> None:
     for path in ("mutate", "validate"):
         for hook in configuration(path)["webhooks"]:  # type: ignore[arg-type]
             expression = hook["matchConditions"][0]["expression"]
-            if not hook["name"].startswith(("appwrappers", "pods-update")):
+            if not hook["name"].startswith(("appwrappers", "pods-update", "resourceclaim")):
                 assert f"name.matches('{ACCELERATOR_PATTERN}')" in expression, hook["name"]
 
 

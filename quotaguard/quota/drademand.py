@@ -1,0 +1,135 @@
+"""Demand for GPUs asked through DRA claims, from Kueue Workloads' pod sets.
+
+A pod set's claims name ResourceClaimTemplates (a claim per pod: counted `count` times) or
+ResourceClaims (shared: counted once per Workload). Each request counts for the first class
+(policy order) its DeviceClass and selectors may get; a `firstAvailable` request for its first
+subrequest the policy covers (the scheduler's preference); `allocationMode: All` for the
+class's `dra.maxDevicesPerNode`, or not at all without it. Templates and claims come from the
+snapshot's DRA objects; a claim that names one not in it is not counted (and reported).
+
+Kueue counts DRA devices under the resource names of its `deviceClassMappings`: where a class's
+`resource` is that name and the Workload's admission already counts it, the claims are not
+counted again.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from quotaguard.kube.dra import ALL, ClaimSpec, DeviceChoice, DraObjects, dra_objects
+from quotaguard.policy.dra import classes_for_request
+from quotaguard.policy.model import GpuClass, TenantPolicy
+from quotaguard.quota.cluster import ClusterSnapshot, PodSet, Workload
+from quotaguard.quota.demand import ClassDemand
+
+
+@dataclass(frozen=True, slots=True)
+class DraDemand:
+    # tenant -> class -> demand
+    demand: Mapping[str, Mapping[str, ClassDemand]] = field(default_factory=dict)
+    problems: tuple[str, ...] = ()
+
+
+def claim_units(policy: TenantPolicy, spec: ClaimSpec) -> dict[str, int]:
+    """Class name -> devices a claim made from `spec` takes."""
+    found: dict[str, int] = {}
+    for request in spec.requests:
+        for choice in request.choices:
+            counted = _choice_units(policy, choice)
+            if counted is not None:
+                gpu_class, units = counted
+                found[gpu_class.name] = found.get(gpu_class.name, 0) + units
+                break  # firstAvailable: the first the policy covers
+    return found
+
+
+def _choice_units(policy: TenantPolicy, choice: DeviceChoice) -> tuple[GpuClass, int] | None:
+    classes = classes_for_request(policy, choice.device_class, choice.selection)
+    if not classes:
+        return None
+    gpu_class = classes[0]
+    if choice.mode == ALL:
+        bound = gpu_class.dra.max_devices_per_node if gpu_class.dra else None
+        return (gpu_class, bound) if bound else None
+    units = choice.count * (gpu_class.replicas if gpu_class.shared else 1)
+    return gpu_class, units
+
+
+def dra_demand(policy: TenantPolicy, snapshot: ClusterSnapshot) -> DraDemand:
+    """Usage (quota reserved) and pending demand of the claims of unfinished Workloads."""
+    lookup = dra_objects(list(snapshot.dra_objects))
+    usage: dict[tuple[str, str], int] = {}
+    pending: dict[tuple[str, str], int] = {}
+    problems: list[str] = []
+    for workload in snapshot.workloads:
+        if workload.finished or policy.exempt(workload.namespace):
+            continue
+        queue = workload.cluster_queue if workload.holds_quota else None
+        tenant = (policy.tenant_of_queue(queue) if queue else None) or policy.tenant_of(
+            workload.namespace
+        )
+        if tenant is None:
+            continue
+        target = usage if workload.holds_quota else pending
+        for name, units in _workload_units(policy, workload, lookup, problems).items():
+            target[tenant.name, name] = target.get((tenant.name, name), 0) + units
+    demand: dict[str, dict[str, ClassDemand]] = {}
+    for owner, name in sorted(usage.keys() | pending.keys()):
+        demand.setdefault(owner, {})[name] = ClassDemand(
+            usage.get((owner, name), 0), pending.get((owner, name), 0)
+        )
+    return DraDemand(demand, tuple(problems))
+
+
+def _workload_units(
+    policy: TenantPolicy, workload: Workload, lookup: DraObjects, problems: list[str]
+) -> dict[str, int]:
+    counted = {r for a in workload.assignments for r in a.usage}
+    found: dict[str, int] = {}
+    for pod_set in workload.pod_sets:
+        for name, units in _pod_set_units(policy, workload, pod_set, lookup, problems).items():
+            resource = policy.classes_by_name[name].resource_name
+            if resource is not None and resource in counted:
+                continue  # Kueue's admission counts it under its deviceClassMappings name
+            found[name] = found.get(name, 0) + units
+    return found
+
+
+def _pod_set_units(
+    policy: TenantPolicy,
+    workload: Workload,
+    pod_set: PodSet,
+    lookup: DraObjects,
+    problems: list[str],
+) -> dict[str, int]:
+    found: dict[str, int] = {}
+    for claim in pod_set.claims:
+        if claim.claim_name is not None:
+            spec, times = lookup.claim(workload.namespace, claim.claim_name), 1
+        else:
+            assert claim.template_name is not None
+            spec, times = lookup.template(workload.namespace, claim.template_name), pod_set.count
+        if spec is None:
+            problems.append(
+                f"Workload {workload.namespace}/{workload.name}: {claim.source} of pod set "
+                f'"{pod_set.name}" is not in the snapshot; its GPUs are not counted'
+            )
+            continue
+        for name, units in claim_units(policy, spec).items():
+            found[name] = found.get(name, 0) + units * times
+    return found
+
+
+def with_dra_demand(
+    demand: Mapping[str, Mapping[str, ClassDemand]], dra: DraDemand
+) -> dict[str, dict[str, ClassDemand]]:
+    """`demand_of`'s demand with the claims' added: the hook for `plan` and the controller."""
+    merged = {tenant: dict(classes) for tenant, classes in demand.items()}
+    for tenant, classes in dra.demand.items():
+        for name, extra in classes.items():
+            have = merged.setdefault(tenant, {}).get(name, ClassDemand())
+            merged[tenant][name] = ClassDemand(
+                have.usage + extra.usage, have.pending + extra.pending, have.discounted
+            )
+    return merged
