@@ -12,7 +12,7 @@ from typing import Any
 from quotaguard.kube.names import GPU_RESOURCE, MIG_PREFIX
 from quotaguard.kube.quantity import QuantityError, parse_duration, parse_quantity
 from quotaguard.kube.values import mapping as _map
-from quotaguard.policy.catalogue import matching_profiles
+from quotaguard.policy.catalogue import GPU_MODELS, matching_profiles
 from quotaguard.policy.geometrychecks import check_geometry
 from quotaguard.policy.globs import overlapping_pairs
 from quotaguard.policy.listchecks import check_lists
@@ -163,7 +163,7 @@ def _mig_profile(path: tuple[str | int, ...], gpu_class: Mapping[str, Any]) -> I
         yield Problem(
             path,
             f"no known MIG profile has {slices} slice(s) and {memory / 2**30:g}Gi of memory "
-            "(A100, H100, H200, A30 catalogue); check memory and slices",
+            f"(catalogue: {', '.join(GPU_MODELS)}); check memory and slices",
             "warning",
         )
 
