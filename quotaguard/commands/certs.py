@@ -28,6 +28,7 @@ from quotaguard.certs.builders import (
     TlsState,
     plan_certificates,
 )
+from quotaguard.commands.common import HelpWithDefaults
 from quotaguard.kube.client import status_code
 
 JsonObject = dict[str, Any]
@@ -372,12 +373,12 @@ class KubernetesCluster:
         self.admission = admission
 
     @classmethod
-    def connect(cls, kubeconfig: str | None) -> KubernetesCluster:
+    def connect(cls, kubeconfig: str | None, context: str | None = None) -> KubernetesCluster:
         from kubernetes import client
 
         from quotaguard.kube.client import api_client as connect
 
-        api_client = connect(kubeconfig)
+        api_client = connect(kubeconfig, context=context)
         return cls(client.CoreV1Api(api_client), client.AdmissionregistrationV1Api(api_client))
 
     def _call(self, what: str, call: Callable[[], Any]) -> JsonObject | None:
@@ -461,6 +462,7 @@ def register(verbs: Any) -> None:
             "they expire (keeping a replaced CA trusted until it expires) and write the CA "
             "bundle into both webhook configurations. Valid certificates are left alone."
         ),
+        formatter_class=HelpWithDefaults,
     )
     parser.add_argument(
         "--namespace", default="quotaguard-system", help="namespace of the Service and Secrets"
@@ -506,23 +508,28 @@ def register(verbs: Any) -> None:
         "--ca-validity",
         default="43800h",
         metavar="DURATION",
-        help="lifetime of a new CA (default 43800h, 5 years)",
+        help="lifetime of a new CA (5 years)",
     )
     parser.add_argument(
         "--cert-validity",
         default="8760h",
         metavar="DURATION",
-        help="lifetime of a new serving certificate (default 8760h, 1 year)",
+        help="lifetime of a new serving certificate (1 year)",
     )
     parser.add_argument(
         "--renew-before",
         default="720h",
         metavar="DURATION",
-        help="renew at the latest this long before expiry (default 720h); renewal starts "
+        help="renew at the latest this long before expiry; renewal starts "
         "anyway once a third of the lifetime is left",
     )
     parser.add_argument(
-        "--kubeconfig", metavar="FILE", help="kubeconfig (default: in-cluster, then ~/.kube/config)"
+        "--kubeconfig",
+        metavar="FILE",
+        help="kubeconfig; without it, as kubectl: $KUBECONFIG, ~/.kube/config, in-cluster",
+    )
+    parser.add_argument(
+        "--context", metavar="NAME", help="kubeconfig context (default: the current one)"
     )
     parser.add_argument(
         "--out-dir",
@@ -582,7 +589,7 @@ def run(args: argparse.Namespace) -> int:
         if args.out_dir is not None:
             return run_directory(args.out_dir, settings, now, dry_run=args.dry_run, out=sys.stdout)
         try:
-            port = KubernetesCluster.connect(args.kubeconfig)
+            port = KubernetesCluster.connect(args.kubeconfig, args.context)
         except Exception as exc:  # the config loaders raise several unrelated types
             where = args.kubeconfig or "in-cluster or default kubeconfig"
             print(

@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from typing import Any, TextIO
 
-from quotaguard.commands.common import read_policy
+from quotaguard.commands.common import dump, read_policy
 
 PROGRESS_MIN_WORKLOADS = 5000  # shorter traces finish before a bar would be worth drawing
 BAR_WIDTH = 30
@@ -22,9 +21,18 @@ def register(verbs: Any) -> None:
         "static quotas and of dynamic ones side by side.",
     )
     parser.add_argument("-p", "--policy", required=True, metavar="P", help="tenant policy file")
-    parser.add_argument("--trace", required=True, metavar="T", help="trace (YAML or JSON)")
-    parser.add_argument("-o", "--output", choices=("text", "json"), default="text")
-    parser.add_argument("--html", metavar="FILE", help="also write a report with charts")
+    parser.add_argument(
+        "--trace", required=True, metavar="T", help="trace (YAML or JSON), or - for stdin"
+    )
+    parser.add_argument(
+        "-o",
+        "--output",
+        choices=("text", "json", "yaml", "html"),
+        default="text",
+        help="text, json, yaml, or html (the report with charts, self-contained, on stdout as "
+        "plan -o html prints its page)",
+    )
+    parser.add_argument("--html", metavar="FILE", help="also write the report with charts to FILE")
     parser.add_argument(
         "--static",
         choices=("guarantees", "pool"),
@@ -151,8 +159,12 @@ def run(args: argparse.Namespace) -> int:
         except OSError as exc:
             print(f"{args.html}: cannot write: {exc.strerror or exc}", file=sys.stderr)
             return 2
-    if args.output == "json":
-        print(json.dumps(result_json(simulation), indent=2))
+    if args.output in ("json", "yaml"):
+        sys.stdout.write(dump(result_json(simulation), args.output))
+    elif args.output == "html":
+        from quotaguard.simulate.html import render_html
+
+        sys.stdout.write(render_html(simulation))
     else:
         sys.stdout.write(render_text(simulation))
         if args.html:
