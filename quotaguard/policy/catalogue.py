@@ -195,3 +195,19 @@ def profiles_for_gpu(gpu: str) -> list[MigProfile]:
 def gpus_with_profile(name: str) -> list[str]:
     """The catalogue's GPUs that offer a profile of this name."""
     return [profile.gpu for profile in CATALOGUE if profile.name == name]
+
+
+def whole_gpu_slices(resource: str, gpu: str | None = None) -> int:
+    """Compute slices of the whole GPU a MIG resource's profile is carved from, the
+    denominator of its share of a GPU: the given catalogue GPU's, else the count every GPU
+    offering the profile agrees on (four for A30's `2g.12gb` and RTX PRO 6000's `2g.48gb`),
+    else seven, as on most GPUs with MIG."""
+    if gpu is not None and (mine := [p.slices for p in CATALOGUE if p.gpu == gpu]):
+        return max(mine)
+    profile = profile_of_resource(resource)
+    offering = gpus_with_profile(profile.name) if profile is not None else []
+    counts = {max(p.slices for p in CATALOGUE if p.gpu == g) for g in offering}
+    return counts.pop() if len(counts) == 1 else SEVEN_SLICES
+
+
+SEVEN_SLICES = 7

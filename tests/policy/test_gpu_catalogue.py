@@ -294,3 +294,37 @@ def test_a_short_gpu_name_is_told_the_catalogues_name():
     )
     found = [str(p) for d in load_policy_documents(text, "p.yaml") for p in d.problems]
     assert any("unknown GPU model 'B200' (did you mean B200-180GB?)" in p for p in found), found
+
+
+@pytest.mark.parametrize(
+    ("resource", "slices", "selector", "share"),
+    [
+        ("nvidia.com/mig-3g.40gb", 3, {}, "3/7"),
+        ("nvidia.com/mig-1g.6gb", 1, {}, "1/4"),  # A30: four slices
+        ("nvidia.com/mig-2g.48gb", 2, {}, "1/2"),  # only on RTX PRO 6000: four slices
+        ("nvidia.com/mig-4g.96gb.gfx", 4, {}, "1"),
+        ("nvidia.com/mig-1g.24gb", 1, {}, "1/7"),  # also H100 94/96GB: seven
+        (
+            "nvidia.com/mig-1g.24gb",
+            1,
+            {"nvidia.com/gpu.product": "NVIDIA-RTX-PRO-6000-Blackwell-Server-Edition"},
+            "1/4",
+        ),
+        ("nvidia.com/mig-1g.23gb.me", 1, {"nvidia.com/gpu.product": "NVIDIA-B200"}, "1/7"),
+    ],
+)
+def test_a_mig_class_is_its_share_of_its_gpu(resource, slices, selector, share):
+    from fractions import Fraction
+
+    from quotaguard.policy.model import GpuClass
+
+    gpu_class = GpuClass.model_validate(
+        {
+            "name": "c",
+            "resource": resource,
+            "memory": "10Gi",
+            "slices": slices,
+            "nodeSelector": selector,
+        }
+    )
+    assert gpu_class.gpu_equivalent == Fraction(share)
