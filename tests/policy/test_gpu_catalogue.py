@@ -328,3 +328,28 @@ def test_a_mig_class_is_its_share_of_its_gpu(resource, slices, selector, share):
         }
     )
     assert gpu_class.gpu_equivalent == Fraction(share)
+
+
+def test_a_faulty_gpus_media_extension_instances_are_found_by_dcgms_profile_name():
+    """DCGM labels an instance `GPU_I_PROFILE="1g.10gb+me"`; its resource is `...1g.10gb.me`."""
+    from dataclasses import dataclass, field
+
+    from quotaguard.policy.model import GpuClass
+    from quotaguard.quota.capacity import units_per_gpu
+    from quotaguard.quota.cluster import Node
+
+    @dataclass(frozen=True)
+    class Faulty:
+        node: str = "m"
+        gpu: str = "0"
+        reason: str = "XID 79"
+        mig_instances: dict[str, int] = field(
+            default_factory=lambda: {"1g.10gb+me": 1, "1g.10gb": 6}
+        )
+
+    media = GpuClass.model_validate(
+        {"name": "me", "resource": "nvidia.com/mig-1g.10gb.me", "memory": "10Gi", "slices": 1}
+    )
+    node = Node("m", True, False, (), {}, {"nvidia.com/mig-1g.10gb.me": 2})
+    assert units_per_gpu(media, "nvidia.com/mig-1g.10gb.me", node, Faulty()) == 1
+    assert units_per_gpu(media, "nvidia.com/mig-1g.10gb", node, Faulty()) == 6
