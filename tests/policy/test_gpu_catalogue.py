@@ -353,3 +353,18 @@ def test_a_faulty_gpus_media_extension_instances_are_found_by_dcgms_profile_name
     node = Node("m", True, False, (), {}, {"nvidia.com/mig-1g.10gb.me": 2})
     assert units_per_gpu(media, "nvidia.com/mig-1g.10gb.me", node, Faulty()) == 1
     assert units_per_gpu(media, "nvidia.com/mig-1g.10gb", node, Faulty()) == 6
+
+
+def test_a_class_spelling_a_profile_with_plus_is_told_the_device_plugins_name():
+    text = (
+        POOL_POLICY.replace("nvidia.com/mig-{small}", '"nvidia.com/mig-1g.10gb+me"')
+        .replace("{small}", "1g.10gb")
+        .replace("{memory}", "10")
+        .replace("{product}", "NVIDIA-A100-SXM4-80GB")
+    )
+    found = [str(p) for d in load_policy_documents(text, "p.yaml") for p in d.problems]
+    assert any(
+        "spec.gpuClasses[0].resource: the device plugin offers MIG profile '1g.10gb+me' as "
+        "nvidia.com/mig-1g.10gb.me (a resource name cannot hold a +)" in p
+        for p in found
+    ), found
