@@ -286,6 +286,14 @@ def test_a_context_the_kubeconfig_lacks_is_named(
     assert code == 2 and "elsewhere" in err and "Traceback" not in err
 
 
+def test_certs_says_when_the_cluster_does_not_answer(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = write(tmp_path, "kubeconfig", KUBECONFIG)
+    code, _, err = run(capsys, ["certs", "--kubeconfig", config, "--dry-run"])
+    assert code == 2 and "no answer from the API server" in err and "Traceback" not in err
+
+
 def test_serve_passes_the_context_on() -> None:
     args = build_parser().parse_args(["serve", "-p", POLICY, "--context", "prod"])
     assert args.context == "prod"

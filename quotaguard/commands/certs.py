@@ -46,6 +46,10 @@ class CertsError(Exception):
     """The run cannot finish as asked (exit 1); the message says what to do."""
 
 
+class ClusterUnreachable(Exception):
+    """The API server does not answer: the wrong cluster or context (exit 2)."""
+
+
 class ConflictError(CertsError):
     """Someone else wrote the object meanwhile; running again resolves it."""
 
@@ -394,6 +398,11 @@ class KubernetesCluster:
                 ) from exc
             if status == 403:
                 raise CertsError(f"{what}: forbidden (check the RBAC of quotaguard-certs)") from exc
+            if status is None:  # no answer at all: the server is not there (urllib3's errors)
+                reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+                raise ClusterUnreachable(
+                    f"{what}: no answer from the API server: {reason}"
+                ) from exc
             raise
         if response is None or not getattr(response, "data", None):
             return {}
@@ -610,6 +619,9 @@ def run(args: argparse.Namespace) -> int:
     except CertsError as exc:
         print(f"quotaguard certs: {exc}", file=sys.stderr)
         return 1
+    except ClusterUnreachable as exc:
+        print(f"quotaguard certs: {exc}", file=sys.stderr)
+        return 2
     except OSError as exc:
         from quotaguard.kube.documents import read_error
 
