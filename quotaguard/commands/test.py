@@ -97,7 +97,7 @@ def _suites(paths: list[str]) -> list[LoadedSuite] | int:
             print(exc, file=sys.stderr)
             return 2
         except (OSError, UnicodeDecodeError) as exc:
-            print(f"{file}: cannot read: {read_error(exc)}", file=sys.stderr)
+            print(f"{source_name(file)}: cannot read: {read_error(exc)}", file=sys.stderr)
             return 2
     return suites
 

@@ -70,7 +70,7 @@ PCI_IDS: Mapping[str, tuple[str, ...]] = {
 }
 
 _SUFFIX = re.compile(r"-(MIG-.*|SHARED)$")
-_MEMORY_WORD = re.compile(r"(\d+)GB?")
+_MEMORY_WORD = re.compile(r"([0-9]{1,4})GB?")
 
 
 def _words(product: str) -> list[str]:
@@ -114,7 +114,8 @@ def gpu_model(labels: Mapping[str, str]) -> str | None:
         return None
     models = [model for model in MODELS if model.family == family]
     memory = _stated_memory(words, models)
-    if memory is None and (mib := labels.get(GPU_MEMORY_LABEL, "")).isdigit():
+    mib = labels.get(GPU_MEMORY_LABEL, "")
+    if memory is None and mib.isascii() and mib.isdigit():
         memory = round(int(mib) / 1024)
     if memory is None:
         return models[0].name

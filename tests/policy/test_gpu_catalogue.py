@@ -8,6 +8,8 @@ from typing import Any
 
 import pytest
 import yaml
+from hypothesis import given
+from hypothesis import strategies as st
 
 from quotaguard.policy.catalogue import (
     CATALOGUE,
@@ -15,6 +17,7 @@ from quotaguard.policy.catalogue import (
     parse_profile,
     profile_of_resource,
     profiles_for_gpu,
+    resource_of_profile,
 )
 from quotaguard.policy.loader import load_policy_documents
 from quotaguard.policy.migconfig import (
@@ -151,6 +154,8 @@ def test_media_extensions_fit_beside_plain_slices():
         ("NVIDIA-RTX-6000-Ada-Generation", None, None),
         ("NVIDIA-L40S", None, None),
         ("NVIDIA-GH100", None, None),
+        ("NVIDIA-H100-PCIe", "²", "H100-80GB"),  # a digit int() refuses
+        ("NVIDIA-H100-" + "9" * 5000 + "GB", None, "H100-80GB"),  # past int()'s digit limit
     ],
 )
 def test_gpu_model_from_the_products_gfd_publishes(product, memory, model):
@@ -368,3 +373,39 @@ def test_a_class_spelling_a_profile_with_plus_is_told_the_device_plugins_name():
         "nvidia.com/mig-1g.10gb.me (a resource name cannot hold a +)" in p
         for p in found
     ), found
+
+
+ATTRIBUTES = st.sampled_from(["", "+me", "-me", "+gfx", "+me.all"])
+
+
+@given(
+    slices=st.integers(1, 7),
+    memory=st.integers(1, 999),
+    attributes=ATTRIBUTES,
+)
+def test_every_profile_name_round_trips_through_its_resource(slices, memory, attributes):
+    name = f"{slices}g.{memory}gb{attributes}"
+    found = profile_of_resource(resource_of_profile(name))
+    assert found is not None
+    assert (found.name, found.slices, found.memory_gb, found.attributes) == (
+        name,
+        slices,
+        memory,
+        attributes,
+    )
+
+
+@given(product=st.text(max_size=60), memory=st.text(max_size=8))
+def test_any_product_label_is_a_catalogue_gpu_or_none(product, memory):
+    found = gpu_model({"nvidia.com/gpu.product": product, "nvidia.com/gpu.memory": memory})
+    assert found is None or found in GPU_MODELS
+
+
+@given(
+    words=st.lists(
+        st.sampled_from(["NVIDIA", "GH200", "480GB", "HBM3e", "NVL", "SXM5"]), max_size=5
+    )
+)
+def test_a_gh200_is_never_taken_for_an_h200(words):
+    found = gpu_model({"nvidia.com/gpu.product": "-".join(["GH200", *words])})
+    assert found is not None and found.startswith("GH200-")
