@@ -26,7 +26,11 @@ from dataclasses import dataclass
 
 from quotaguard.kube.names import MIG_PREFIX
 
-_NAME = re.compile(r"(\d+)g\.(\d+)gb((?:[+-][a-z]+(?:\.[a-z]+)*)*)")
+# ASCII digits, bounded: resource names come from tenants' pods, and int() refuses 5000 digits
+_NAME = re.compile(r"([0-9]{1,2})g\.([0-9]{1,5})gb((?:[+-][a-z]+(?:\.[a-z]+)*)*)")
+
+
+_RESOURCE = re.compile(r"([0-9]{1,2}g\.[0-9]{1,5}gb)((?:[.-][a-z]+)*)")
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,7 +90,7 @@ def profile_of_resource(resource: str) -> ProfileName | None:
     known = _BY_RESOURCE.get(resource)
     if known is not None:
         return known
-    found = re.fullmatch(r"(\d+g\.\d+gb)((?:[.-][a-z]+)*)", spelt)
+    found = _RESOURCE.fullmatch(spelt)
     if found is None:
         return None
     tail = found.group(2)

@@ -185,7 +185,15 @@ def test_profile_of_a_device_plugin_resource(resource, profile):
 
 @pytest.mark.parametrize(
     "resource",
-    ["nvidia.com/gpu", "nvidia.com/gpu.shared", "nvidia.com/mig-", "nvidia.com/mig-big", "cpu"],
+    [
+        "nvidia.com/gpu",
+        "nvidia.com/gpu.shared",
+        "nvidia.com/mig-",
+        "nvidia.com/mig-big",
+        "cpu",
+        "nvidia.com/mig-1g." + "9" * 5000 + "gb",  # a tenant's pod may name anything
+        "nvidia.com/mig-\u0661g.\u0665gb",  # digits, but not ASCII ones
+    ],
 )
 def test_other_resources_have_no_profile(resource):
     assert profile_of_resource(resource) is None
@@ -393,6 +401,12 @@ def test_every_profile_name_round_trips_through_its_resource(slices, memory, att
         memory,
         attributes,
     )
+
+
+@given(resource=st.text(max_size=40).map(lambda tail: "nvidia.com/mig-" + tail))
+def test_any_mig_resource_name_is_read_or_refused_never_raises(resource):
+    found = profile_of_resource(resource)
+    assert found is None or found.resource == resource
 
 
 @given(product=st.text(max_size=60), memory=st.text(max_size=8))
