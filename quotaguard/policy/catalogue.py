@@ -1,7 +1,7 @@
 """MIG profiles of the GPUs NVIDIA ships with Multi-Instance GPU, to check classes against.
 
 Sources (facts, not copies): NVIDIA's MIG user guide, "Supported MIG Profiles" and "Supported
-GPUs" (docs.nvidia.com/datacenter/tesla/mig-user-guide, the edition of 2026); the GPU
+GPUs" (docs.nvidia.com/datacenter/tesla/mig-user-guide, R610 edition); the GPU
 operator's `default-mig-parted-config` (NVIDIA/gpu-operator v26.7.0,
 assets/state-mig-manager/0400_configmap.yaml), which names a config `all-<profile>` for every
 profile at its most instances per GPU; mig-parted v0.15.0 (deployments/systemd/
