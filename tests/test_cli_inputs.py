@@ -22,6 +22,7 @@ ROOT = Path(__file__).resolve().parents[1]
 POLICY = str(ROOT / "config" / "policy.yaml")
 SUITE = ROOT / "config" / "tests" / "policy-test.yaml"
 TRACE = str(ROOT / "tests" / "simulate" / "small.yaml")
+SCRAPE = ROOT / "tests" / "fixtures" / "telemetry" / "dcgm-scrape.txt"
 DEPLOYMENT = """\
 apiVersion: apps/v1
 kind: Deployment
@@ -135,6 +136,36 @@ def test_test_reads_a_suite_from_standard_input(
     report = json.loads(out)
     assert code == 0 and report["failed"] == 0 and report["passed"] > 0
     assert {case["file"] for case in report["cases"]} == {"<stdin>"}
+
+
+def test_plan_reads_gpu_telemetry_from_standard_input(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    stdin(monkeypatch, SCRAPE.read_text())
+    argv = ["plan", "-p", POLICY, "--snapshot", str(SNAPSHOT), "--gpu-metrics", "-", "-o", "json"]
+    code, out, err = run(capsys, argv)
+    assert code == 0
+    telemetry = json.loads(out)["telemetry"]
+    assert telemetry["source"] == "<stdin>" and telemetry["faultyGpus"] > 0
+    assert err.startswith("<stdin>: warning:")
+
+
+@pytest.mark.parametrize(
+    ("argv", "flags"),
+    [
+        (["plan", "-p", "-", "--snapshot", "-"], "--policy and --snapshot both"),
+        (["simulate", "-p", "-", "--trace", "-"], "--policy and --trace both"),
+        (
+            ["simulate", "-p", "-", "--trace", "-", "--gpu-metrics", "-"],
+            "--policy and --trace and --gpu-metrics all",
+        ),
+    ],
+)
+def test_one_standard_input_is_read_once(
+    capsys: pytest.CaptureFixture[str], argv: list[str], flags: str
+) -> None:
+    code, _, err = run(capsys, argv)
+    assert code == 2 and f"{flags} read standard input" in err
 
 
 # -- -o json|yaml -----------------------------------------------------------------------------

@@ -81,6 +81,19 @@ def _describe_one(document: object) -> str:
     return f"a {type(document).__name__}"
 
 
+def stdin_twice(args: argparse.Namespace, flags: tuple[str, ...]) -> int | None:
+    """Exit 2 after saying so when two of these flags both name standard input (`-`)."""
+    given = [f"--{flag.replace('_', '-')}" for flag in flags if getattr(args, flag, None) == "-"]
+    if len(given) < 2:
+        return None
+    print(
+        f"{' and '.join(given)} {'both' if len(given) == 2 else 'all'} read standard input; "
+        "give all but one as files",
+        file=sys.stderr,
+    )
+    return 2
+
+
 def dump(data: object, output: str) -> str:
     """Data as `-o json` or `-o yaml` prints it (keys in their order), ending in a newline."""
     if output == "yaml":

@@ -16,7 +16,7 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from quotaguard.commands.common import dump, positive_seconds, read_policy
+from quotaguard.commands.common import dump, positive_seconds, read_policy, stdin_twice
 from quotaguard.kube.names import KUEUE_GROUP, KUEUE_VERSIONS, VOLCANO_GROUP, VOLCANO_VERSION
 
 KUEUE = (KUEUE_GROUP, KUEUE_VERSIONS, ("clusterqueues", "workloads"))
@@ -161,6 +161,7 @@ def _list_cluster(api: Any, backend: str) -> list[Any]:
 def _gpu_facts(args: argparse.Namespace, policy: Any, snapshot: Any) -> Any:
     """Telemetry judged against the snapshot; unreadable telemetry is a warning, never an
     error: the plan goes on as without it and says so."""
+    from quotaguard.kube.documents import source_name
     from quotaguard.telemetry.client import (
         MetricsFile,
         PrometheusClient,
@@ -169,7 +170,7 @@ def _gpu_facts(args: argparse.Namespace, policy: Any, snapshot: Any) -> Any:
     )
     from quotaguard.telemetry.facts import judge, no_telemetry
 
-    source = args.gpu_metrics or args.prometheus_url
+    source = source_name(args.gpu_metrics) if args.gpu_metrics else args.prometheus_url
     if source is None:
         return no_telemetry("none given (--gpu-metrics or --prometheus-url)")
     rebalance = policy.spec.rebalance
@@ -253,6 +254,8 @@ def run(args: argparse.Namespace) -> int:
     from quotaguard.quota.report import build_report
     from quotaguard.quota.step import observe, plan_observed
 
+    if (stdin := stdin_twice(args, ("policy", "snapshot", "gpu_metrics"))) is not None:
+        return stdin
     policy = read_policy(args.policy)
     if isinstance(policy, int):
         return policy

@@ -6,7 +6,7 @@ import argparse
 import sys
 from typing import Any, TextIO
 
-from quotaguard.commands.common import dump, read_policy
+from quotaguard.commands.common import dump, read_policy, stdin_twice
 
 PROGRESS_MIN_WORKLOADS = 5000  # shorter traces finish before a bar would be worth drawing
 BAR_WIDTH = 30
@@ -90,7 +90,7 @@ class ProgressBar:
         self.stream.flush()
 
 
-def _without_faulty_gpus(policy: Any, trace: Any, path: str) -> Any:
+def _without_faulty_gpus(policy: Any, trace: Any, path: str, name: str) -> Any:
     """The trace with the GPUs `path` finds faulty taken off its nodes (said on stderr);
     unreadable telemetry is a warning and the trace is replayed as it is."""
     import dataclasses
@@ -109,21 +109,23 @@ def _without_faulty_gpus(policy: Any, trace: Any, path: str) -> Any:
     # No quiet period across a replay: what is faulty in the file stays out throughout.
     verdict, _ = judge_health(metrics, nodes=[n.name for n in trace.nodes], settings=settings)
     for kind, count in verdict.warnings.items():
-        print(f"{path}: warning: {count} series skipped: {kind}", file=sys.stderr)
+        print(f"{name}: warning: {count} series skipped: {kind}", file=sys.stderr)
     for gpu in verdict.faulty:
         print(
-            f"{path}: {gpu.node} GPU {gpu.gpu} out of the inventory: {gpu.reason}", file=sys.stderr
+            f"{name}: {gpu.node} GPU {gpu.gpu} out of the inventory: {gpu.reason}", file=sys.stderr
         )
     nodes = without_faulty_gpus(policy, trace.nodes, verdict.faulty)
     return dataclasses.replace(trace, nodes=nodes)
 
 
-def run(args: argparse.Namespace) -> int:
-    from quotaguard.simulate.preemption import PRESETS
-    from quotaguard.simulate.report import render_text, result_json
-    from quotaguard.simulate.simulation import simulate
+def _inputs(args: argparse.Namespace) -> tuple[Any, Any] | int:
+    """The policy and the trace (without the GPUs the telemetry finds faulty), or the exit
+    code after saying why they cannot be had."""
+    from quotaguard.kube.documents import source_name
     from quotaguard.simulate.trace import TraceInvalid, load_trace
 
+    if (stdin := stdin_twice(args, ("policy", "trace", "gpu_metrics"))) is not None:
+        return stdin
     policy = read_policy(args.policy)
     if isinstance(policy, int):
         return policy
@@ -134,7 +136,19 @@ def run(args: argparse.Namespace) -> int:
             print(line, file=sys.stderr)
         return 2
     if args.gpu_metrics:
-        trace = _without_faulty_gpus(policy, trace, args.gpu_metrics)
+        trace = _without_faulty_gpus(policy, trace, args.gpu_metrics, source_name(args.gpu_metrics))
+    return policy, trace
+
+
+def run(args: argparse.Namespace) -> int:
+    from quotaguard.simulate.preemption import PRESETS
+    from quotaguard.simulate.report import render_text, result_json
+    from quotaguard.simulate.simulation import simulate
+
+    read = _inputs(args)
+    if isinstance(read, int):
+        return read
+    policy, trace = read
     bar = None
     if not args.no_progress and sys.stderr.isatty() and trace.size >= PROGRESS_MIN_WORKLOADS:
         bar = ProgressBar(sys.stderr)

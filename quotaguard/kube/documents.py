@@ -99,13 +99,18 @@ def read_input(path: str | Path, limits: Limits) -> str:
     """`read_text`, or standard input (read up to the same limit) when the path is `-`."""
     if str(path) != STDIN:
         return read_text(path, limits)
-    stream = getattr(sys.stdin, "buffer", None)
-    data = stream.read(limits.max_bytes + 1) if stream is not None else None
-    if data is None:  # a text stream without bytes underneath (tests, embedding)
-        data = sys.stdin.read(limits.max_bytes + 1).encode("utf-8")
+    data = read_stdin(limits.max_bytes + 1)
     if len(data) > limits.max_bytes:
         raise _too_big(STDIN_NAME, limits)
-    return bytes(data).decode("utf-8")
+    return data.decode("utf-8")
+
+
+def read_stdin(at_most: int) -> bytes:
+    """Up to `at_most` bytes of standard input."""
+    stream = getattr(sys.stdin, "buffer", None)
+    if stream is None:  # a text stream without bytes underneath (tests, embedding)
+        return sys.stdin.read(at_most).encode("utf-8")
+    return bytes(stream.read(at_most))
 
 
 def _too_big(source: str, limits: Limits) -> DocumentError:
