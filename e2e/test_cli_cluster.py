@@ -7,12 +7,13 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import urllib.request
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from e2e.cluster import REPO_ROOT, Cluster, whole_gpu_node
+from e2e.cluster import REPO_ROOT, Cluster, wait_until, whole_gpu_node
 
 POLICY = str(REPO_ROOT / "config" / "policy.yaml")
 
@@ -82,3 +83,40 @@ def test_certs_reads_the_context_it_is_given(cluster: Cluster, tmp_path: Path) -
     gone = quotaguard(cluster, "certs", "--kubeconfig", kubeconfig, "--dry-run")
     assert gone.returncode == 2 and "Traceback" not in gone.stderr
     assert "no answer from the API server" in gone.stderr, gone.stderr
+
+
+def test_serve_runs_its_controller_on_the_context_it_is_given(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    kubeconfig = two_contexts(cluster, tmp_path)
+    server = cluster.serve_quotaguard(
+        Path(POLICY),
+        components="controller",
+        args=("--kubeconfig", kubeconfig, "--context", "e2e", "--mode", "recommend"),
+        name="quotaguard-context",
+    )
+    try:
+        assert wait_until(
+            lambda: last_plan(fetch(f"{server.http_url}/metrics")) > 0,
+            timeout=60,
+            what="a plan from the e2e context",
+        )
+    finally:
+        cluster.stop_quotaguard(server)
+
+
+def fetch(url: str) -> str:
+    try:
+        with urllib.request.urlopen(url, timeout=5) as response:
+            return str(response.read().decode())
+    except OSError:
+        return ""
+
+
+def last_plan(metrics: str) -> float:
+    """When the controller last planned (0: never), from its /metrics."""
+    for line in metrics.splitlines():
+        name, _, value = line.partition(" ")
+        if name == "quotaguard_controller_last_plan_timestamp_seconds":
+            return float(value)
+    return 0.0
