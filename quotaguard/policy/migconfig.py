@@ -44,7 +44,31 @@ WHOLE_GPU = GPU_RESOURCE
 MIG_RESOURCE_PREFIX = MIG_PREFIX
 
 GPUS: tuple[str, ...] = GPU_MODELS
-__all__ = ["GPU_MEMORY_LABEL", "GPU_PRODUCT_LABEL", "PCI_IDS", "gpu_model"]
+
+__all__ = [  # with what this module has long offered from policy.gpumodels
+    "GPUS",
+    "GPU_COUNT_LABEL",
+    "GPU_MEMORY_LABEL",
+    "GPU_PRODUCT_LABEL",
+    "MIG_CONFIG_LABEL",
+    "MIG_RESOURCE_PREFIX",
+    "MIG_STATE_LABEL",
+    "PCI_IDS",
+    "SHARING_CONFIG_LABEL",
+    "WHOLE_GPU",
+    "DeviceSpec",
+    "MigConfig",
+    "builtin_configs",
+    "builtin_document",
+    "config_name",
+    "config_problems",
+    "gpu_model",
+    "layout_problems",
+    "mig_config_document",
+    "node_resources",
+    "parse_mig_configs",
+    "resolve",
+]
 
 
 @dataclass(frozen=True, slots=True)
