@@ -201,9 +201,21 @@ def _stable(data: Any) -> Any:
 def test_every_verb_that_prints_data_offers_json_and_yaml() -> None:
     parser = build_parser()
     (verbs,) = [a for a in parser._actions if getattr(a, "choices", None)]
-    for verb in ("validate", "review", "test", "plan", "simulate"):
+    for verb in ("validate", "review", "test", "plan", "simulate", "certs"):
         output = next(a for a in verbs.choices[verb]._actions if a.dest == "output")
         assert {"json", "yaml"} <= set(output.choices), verb
+
+
+def test_certs_says_what_it_did_as_data(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    tls = str(tmp_path / "tls")
+    code, out, _ = run(capsys, ["certs", "--out-dir", tls, "-o", "json"])
+    first = json.loads(out)
+    assert code == 0 and first["upToDate"] is False and first["dryRun"] is False
+    assert [a["action"] for a in first["actions"]] == ["write", "write", "write"]
+    code, out, _ = run(capsys, ["certs", "--out-dir", tls, "-o", "yaml"])
+    again = yaml.safe_load(out)
+    assert code == 0 and again["upToDate"] is True and again["actions"] == []
+    assert any(note.startswith("CA valid until") for note in again["notes"])
 
 
 # -- the wrong kind of file -------------------------------------------------------------------

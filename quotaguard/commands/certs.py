@@ -28,7 +28,7 @@ from quotaguard.certs.builders import (
     TlsState,
     plan_certificates,
 )
-from quotaguard.commands.common import HelpWithDefaults
+from quotaguard.commands.common import HelpWithDefaults, dump
 from quotaguard.kube.client import status_code
 
 JsonObject = dict[str, Any]
@@ -259,11 +259,12 @@ def run_cluster(
     *,
     dry_run: bool,
     out: TextIO,
+    output: str = "text",
 ) -> int:
     state, ca_secret, serving_secret = cluster_state(port, targets)
     plan = plan_certificates(state, settings, now)
     actions, problems = cluster_actions(port, targets, plan, ca_secret, serving_secret)
-    return _perform(actions, problems, plan, dry_run=dry_run, out=out)
+    return _perform(actions, problems, plan, dry_run=dry_run, out=out, output=output)
 
 
 def _perform(
@@ -273,15 +274,29 @@ def _perform(
     *,
     dry_run: bool,
     out: TextIO,
+    output: str = "text",
 ) -> int:
+    """Apply the actions (unless a dry run) and say what was done: one line each, or with
+    `output` json or yaml the same as data (`actions`, `upToDate`, `notes`, `problems`)."""
     for action in actions:
         if not dry_run:
             action.apply()
-        print(action.describe(done=not dry_run), file=out)
-    if not actions:
-        print("certificates are up to date", file=out)
-    for note in plan.notes:
-        print(note, file=out)
+        if output == "text":
+            print(action.describe(done=not dry_run), file=out)
+    if output != "text":
+        report = {
+            "dryRun": dry_run,
+            "actions": [{"action": a.verb, "what": a.what} for a in actions],
+            "upToDate": not actions,
+            "notes": list(plan.notes),
+            "problems": list(problems),
+        }
+        out.write(dump(report, output))
+    else:
+        if not actions:
+            print("certificates are up to date", file=out)
+        for note in plan.notes:
+            print(note, file=out)
     for problem in problems:
         print(f"quotaguard certs: {problem}", file=sys.stderr)
     return 1 if problems else 0
@@ -360,10 +375,12 @@ def run_directory(
     *,
     dry_run: bool,
     out: TextIO,
+    output: str = "text",
 ) -> int:
     state = directory_state(directory)
     plan = plan_certificates(state, settings, now)
-    return _perform(directory_actions(directory, plan, state), [], plan, dry_run=dry_run, out=out)
+    actions = directory_actions(directory, plan, state)
+    return _perform(actions, [], plan, dry_run=dry_run, out=out, output=output)
 
 
 # ---- the Kubernetes client behind ClusterPort ------------------------------------------------
@@ -550,6 +567,13 @@ def register(verbs: Any) -> None:
     parser.add_argument(
         "--dry-run", action="store_true", help="print what would change, change nothing"
     )
+    parser.add_argument(
+        "-o",
+        "--output",
+        choices=("text", "json", "yaml"),
+        default="text",
+        help="text, or what was done as json or yaml",
+    )
     parser.set_defaults(run=run)
 
 
@@ -596,7 +620,14 @@ def run(args: argparse.Namespace) -> int:
     now = datetime.datetime.now(datetime.UTC)
     try:
         if args.out_dir is not None:
-            return run_directory(args.out_dir, settings, now, dry_run=args.dry_run, out=sys.stdout)
+            return run_directory(
+                args.out_dir,
+                settings,
+                now,
+                dry_run=args.dry_run,
+                out=sys.stdout,
+                output=args.output,
+            )
         try:
             port = KubernetesCluster.connect(args.kubeconfig, args.context)
         except Exception as exc:  # the config loaders raise several unrelated types
@@ -615,7 +646,15 @@ def run(args: argparse.Namespace) -> int:
                 (VALIDATING, args.validating_webhook),
             ),
         )
-        return run_cluster(port, targets, settings, now, dry_run=args.dry_run, out=sys.stdout)
+        return run_cluster(
+            port,
+            targets,
+            settings,
+            now,
+            dry_run=args.dry_run,
+            out=sys.stdout,
+            output=args.output,
+        )
     except CertsError as exc:
         print(f"quotaguard certs: {exc}", file=sys.stderr)
         return 1
