@@ -26,11 +26,12 @@ from dataclasses import dataclass
 
 from quotaguard.kube.names import MIG_PREFIX
 
-# ASCII digits, bounded: resource names come from tenants' pods, and int() refuses 5000 digits
-_NAME = re.compile(r"([0-9]{1,2})g\.([0-9]{1,5})gb((?:[+-][a-z]+(?:\.[a-z]+)*)*)")
-
-
-_RESOURCE = re.compile(r"([0-9]{1,2}g\.[0-9]{1,5}gb)((?:[.-][a-z]+)*)")
+# ASCII digits, bounded: resource names come from tenants' pods, and int() refuses 5000 digits.
+# `1c.3g.20gb` is a compute instance of one slice in a 3g.20gb GPU instance.
+_NAME = re.compile(
+    r"(?:([0-9]{1,2})c\.)?([0-9]{1,2})g\.([0-9]{1,5})gb((?:[+-][a-z]+(?:\.[a-z]+)*)*)"
+)
+_RESOURCE = re.compile(r"((?:[0-9]{1,2}c\.)?[0-9]{1,2}g\.[0-9]{1,5}gb)((?:[.-][a-z]+)*)")
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,9 +39,10 @@ class ProfileName:
     """A MIG profile as named, on whatever GPU: `1g.10gb+me` is 1 slice, 10 GB, `+me`."""
 
     name: str
-    slices: int
+    slices: int  # of the GPU instance
     memory_gb: int
     attributes: str = ""  # "", "+me", "-me", "+gfx", "+me.all", ...
+    compute: int | None = None  # a compute instance's slices (`1c.3g.20gb`), None: all of them
 
     @property
     def resource(self) -> str:
@@ -48,7 +50,8 @@ class ProfileName:
 
     @property
     def base(self) -> str:
-        """The profile without attributes (`1g.10gb` for `1g.10gb+me`)."""
+        """The GPU instance's profile without attributes (`1g.10gb` for `1g.10gb+me`,
+        `3g.20gb` for `1c.3g.20gb`)."""
         return f"{self.slices}g.{self.memory_gb}gb"
 
 
@@ -71,7 +74,8 @@ def parse_profile(name: str) -> ProfileName | None:
     found = _NAME.fullmatch(name)
     if found is None:
         return None
-    return ProfileName(name, int(found.group(1)), int(found.group(2)), found.group(3))
+    compute = int(found.group(1)) if found.group(1) else None
+    return ProfileName(name, int(found.group(2)), int(found.group(3)), found.group(4), compute)
 
 
 def resource_of_profile(name: str) -> str:

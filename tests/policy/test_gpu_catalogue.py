@@ -176,6 +176,7 @@ def test_gpu_model_from_the_products_gfd_publishes(product, memory, model):
         ("nvidia.com/mig-4g.96gb.gfx", "4g.96gb+gfx"),
         ("nvidia.com/mig-2g.99gb.me", "2g.99gb+me"),  # not in the catalogue: read anyway
         ("nvidia.com/mig-3g.40gb", "3g.40gb"),
+        ("nvidia.com/mig-1c.3g.20gb", "1c.3g.20gb"),  # a compute instance of a 3g.20gb
     ],
 )
 def test_profile_of_a_device_plugin_resource(resource, profile):
@@ -220,6 +221,9 @@ def test_profile_names_parse_into_slices_memory_and_attributes():
         "1g.24gb",
     )
     assert parse_profile("1g.10gb me") is None
+    shared = parse_profile("1c.3g.20gb")
+    assert shared is not None
+    assert (shared.compute, shared.slices, shared.base) == (1, 3, "3g.20gb")
 
 
 def test_the_builtin_document_offers_what_each_gpu_builds_in():
