@@ -12,7 +12,7 @@ import difflib
 import importlib
 import sys
 from collections.abc import Sequence
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from quotaguard import __version__
 
@@ -26,7 +26,13 @@ class UsageError(Exception):
 
 
 class Parser(argparse.ArgumentParser):
-    """argparse that lets `main` word its errors (a misspelt flag first, with a suggestion)."""
+    """argparse that lets `main` word its errors (a misspelt flag first, with a suggestion),
+    and takes flags only as spelt in full: `--pol` is not `--policy` (a script that relies on
+    an abbreviation breaks when a flag that shares the prefix is added)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
 
     def error(self, message: str) -> NoReturn:
         raise UsageError(self, message)
@@ -58,7 +64,7 @@ def _unknown_flags(
     where = (_subparser(parser, verb) if verb else None) or parser
     known = {o for a in where._actions for o in a.option_strings}
     flags = [w.split("=", 1)[0] for w in words if w.startswith("-") and w != "-"]
-    return [f for f in flags if f not in known and not any(k.startswith(f) for k in known)]
+    return [f for f in flags if f not in known]
 
 
 def unknown_flag_message(

@@ -28,6 +28,7 @@ from quotaguard.certs.builders import (
     TlsState,
     plan_certificates,
 )
+from quotaguard.commands.common import HelpWithDefaults, dump
 from quotaguard.kube.client import status_code
 
 JsonObject = dict[str, Any]
@@ -43,6 +44,10 @@ TLS_CERT_FILE, TLS_KEY_FILE = "tls.crt", "tls.key"
 
 class CertsError(Exception):
     """The run cannot finish as asked (exit 1); the message says what to do."""
+
+
+class ClusterUnreachable(Exception):
+    """The API server does not answer: the wrong cluster or context (exit 2)."""
 
 
 class ConflictError(CertsError):
@@ -254,11 +259,12 @@ def run_cluster(
     *,
     dry_run: bool,
     out: TextIO,
+    output: str = "text",
 ) -> int:
     state, ca_secret, serving_secret = cluster_state(port, targets)
     plan = plan_certificates(state, settings, now)
     actions, problems = cluster_actions(port, targets, plan, ca_secret, serving_secret)
-    return _perform(actions, problems, plan, dry_run=dry_run, out=out)
+    return _perform(actions, problems, plan, dry_run=dry_run, out=out, output=output)
 
 
 def _perform(
@@ -268,15 +274,29 @@ def _perform(
     *,
     dry_run: bool,
     out: TextIO,
+    output: str = "text",
 ) -> int:
+    """Apply the actions (unless a dry run) and say what was done: one line each, or with
+    `output` json or yaml the same as data (`actions`, `upToDate`, `notes`, `problems`)."""
     for action in actions:
         if not dry_run:
             action.apply()
-        print(action.describe(done=not dry_run), file=out)
-    if not actions:
-        print("certificates are up to date", file=out)
-    for note in plan.notes:
-        print(note, file=out)
+        if output == "text":
+            print(action.describe(done=not dry_run), file=out)
+    if output != "text":
+        report = {
+            "dryRun": dry_run,
+            "actions": [{"action": a.verb, "what": a.what} for a in actions],
+            "upToDate": not actions,
+            "notes": list(plan.notes),
+            "problems": list(problems),
+        }
+        out.write(dump(report, output))
+    else:
+        if not actions:
+            print("certificates are up to date", file=out)
+        for note in plan.notes:
+            print(note, file=out)
     for problem in problems:
         print(f"quotaguard certs: {problem}", file=sys.stderr)
     return 1 if problems else 0
@@ -355,10 +375,12 @@ def run_directory(
     *,
     dry_run: bool,
     out: TextIO,
+    output: str = "text",
 ) -> int:
     state = directory_state(directory)
     plan = plan_certificates(state, settings, now)
-    return _perform(directory_actions(directory, plan, state), [], plan, dry_run=dry_run, out=out)
+    actions = directory_actions(directory, plan, state)
+    return _perform(actions, [], plan, dry_run=dry_run, out=out, output=output)
 
 
 # ---- the Kubernetes client behind ClusterPort ------------------------------------------------
@@ -372,12 +394,12 @@ class KubernetesCluster:
         self.admission = admission
 
     @classmethod
-    def connect(cls, kubeconfig: str | None) -> KubernetesCluster:
+    def connect(cls, kubeconfig: str | None, context: str | None = None) -> KubernetesCluster:
         from kubernetes import client
 
         from quotaguard.kube.client import api_client as connect
 
-        api_client = connect(kubeconfig)
+        api_client = connect(kubeconfig, context=context)
         return cls(client.CoreV1Api(api_client), client.AdmissionregistrationV1Api(api_client))
 
     def _call(self, what: str, call: Callable[[], Any]) -> JsonObject | None:
@@ -393,6 +415,11 @@ class KubernetesCluster:
                 ) from exc
             if status == 403:
                 raise CertsError(f"{what}: forbidden (check the RBAC of quotaguard-certs)") from exc
+            if status is None:  # no answer at all: the server is not there (urllib3's errors)
+                reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+                raise ClusterUnreachable(
+                    f"{what}: no answer from the API server: {reason}"
+                ) from exc
             raise
         if response is None or not getattr(response, "data", None):
             return {}
@@ -461,6 +488,7 @@ def register(verbs: Any) -> None:
             "they expire (keeping a replaced CA trusted until it expires) and write the CA "
             "bundle into both webhook configurations. Valid certificates are left alone."
         ),
+        formatter_class=HelpWithDefaults,
     )
     parser.add_argument(
         "--namespace", default="quotaguard-system", help="namespace of the Service and Secrets"
@@ -506,23 +534,28 @@ def register(verbs: Any) -> None:
         "--ca-validity",
         default="43800h",
         metavar="DURATION",
-        help="lifetime of a new CA (default 43800h, 5 years)",
+        help="lifetime of a new CA (5 years)",
     )
     parser.add_argument(
         "--cert-validity",
         default="8760h",
         metavar="DURATION",
-        help="lifetime of a new serving certificate (default 8760h, 1 year)",
+        help="lifetime of a new serving certificate (1 year)",
     )
     parser.add_argument(
         "--renew-before",
         default="720h",
         metavar="DURATION",
-        help="renew at the latest this long before expiry (default 720h); renewal starts "
+        help="renew at the latest this long before expiry; renewal starts "
         "anyway once a third of the lifetime is left",
     )
     parser.add_argument(
-        "--kubeconfig", metavar="FILE", help="kubeconfig (default: in-cluster, then ~/.kube/config)"
+        "--kubeconfig",
+        metavar="FILE",
+        help="kubeconfig; without it, as kubectl: $KUBECONFIG, ~/.kube/config, in-cluster",
+    )
+    parser.add_argument(
+        "--context", metavar="NAME", help="kubeconfig context (default: the current one)"
     )
     parser.add_argument(
         "--out-dir",
@@ -533,6 +566,13 @@ def register(verbs: Any) -> None:
     )
     parser.add_argument(
         "--dry-run", action="store_true", help="print what would change, change nothing"
+    )
+    parser.add_argument(
+        "-o",
+        "--output",
+        choices=("text", "json", "yaml"),
+        default="text",
+        help="text, or what was done as json or yaml",
     )
     parser.set_defaults(run=run)
 
@@ -580,9 +620,16 @@ def run(args: argparse.Namespace) -> int:
     now = datetime.datetime.now(datetime.UTC)
     try:
         if args.out_dir is not None:
-            return run_directory(args.out_dir, settings, now, dry_run=args.dry_run, out=sys.stdout)
+            return run_directory(
+                args.out_dir,
+                settings,
+                now,
+                dry_run=args.dry_run,
+                out=sys.stdout,
+                output=args.output,
+            )
         try:
-            port = KubernetesCluster.connect(args.kubeconfig)
+            port = KubernetesCluster.connect(args.kubeconfig, args.context)
         except Exception as exc:  # the config loaders raise several unrelated types
             where = args.kubeconfig or "in-cluster or default kubeconfig"
             print(
@@ -599,10 +646,21 @@ def run(args: argparse.Namespace) -> int:
                 (VALIDATING, args.validating_webhook),
             ),
         )
-        return run_cluster(port, targets, settings, now, dry_run=args.dry_run, out=sys.stdout)
+        return run_cluster(
+            port,
+            targets,
+            settings,
+            now,
+            dry_run=args.dry_run,
+            out=sys.stdout,
+            output=args.output,
+        )
     except CertsError as exc:
         print(f"quotaguard certs: {exc}", file=sys.stderr)
         return 1
+    except ClusterUnreachable as exc:
+        print(f"quotaguard certs: {exc}", file=sys.stderr)
+        return 2
     except OSError as exc:
         from quotaguard.kube.documents import read_error
 

@@ -16,7 +16,7 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from quotaguard.commands.common import positive_seconds, read_policy
+from quotaguard.commands.common import dump, positive_seconds, read_policy, stdin_twice
 from quotaguard.kube.names import KUEUE_GROUP, KUEUE_VERSIONS, VOLCANO_GROUP, VOLCANO_VERSION
 
 KUEUE = (KUEUE_GROUP, KUEUE_VERSIONS, ("clusterqueues", "workloads"))
@@ -36,7 +36,8 @@ def register(verbs: Any) -> None:
     source.add_argument(
         "--snapshot",
         metavar="FILE",
-        help="JSON of `kubectl get nodes,pods,clusterqueues,workloads -A -o json`",
+        help="`kubectl get nodes,pods,clusterqueues,workloads -A -o json` (or -o yaml); - for "
+        "stdin",
     )
     source.add_argument(
         "--kubeconfig",
@@ -48,9 +49,13 @@ def register(verbs: Any) -> None:
     parser.add_argument(
         "-o",
         "--output",
-        choices=("table", "json", "csv", "html"),
+        choices=("table", "json", "yaml", "csv", "html"),
         default="table",
-        help="table, json (the report shape), csv, or html (the /reports page, self-contained)",
+        help="table, json (the report shape), yaml, csv, or html (the /reports page, "
+        "self-contained)",
+    )
+    parser.add_argument(
+        "--html", metavar="FILE", help="also write the /reports page to FILE (as simulate --html)"
     )
     parser.add_argument(
         "--gpu-operator-namespace",
@@ -156,6 +161,7 @@ def _list_cluster(api: Any, backend: str) -> list[Any]:
 def _gpu_facts(args: argparse.Namespace, policy: Any, snapshot: Any) -> Any:
     """Telemetry judged against the snapshot; unreadable telemetry is a warning, never an
     error: the plan goes on as without it and says so."""
+    from quotaguard.kube.documents import source_name
     from quotaguard.telemetry.client import (
         MetricsFile,
         PrometheusClient,
@@ -164,7 +170,7 @@ def _gpu_facts(args: argparse.Namespace, policy: Any, snapshot: Any) -> Any:
     )
     from quotaguard.telemetry.facts import judge, no_telemetry
 
-    source = args.gpu_metrics or args.prometheus_url
+    source = source_name(args.gpu_metrics) if args.gpu_metrics else args.prometheus_url
     if source is None:
         return no_telemetry("none given (--gpu-metrics or --prometheus-url)")
     rebalance = policy.spec.rebalance
@@ -250,6 +256,8 @@ def run(args: argparse.Namespace) -> int:
     from quotaguard.quota.report import build_report
     from quotaguard.quota.step import observe, plan_observed
 
+    if (stdin := stdin_twice(args, ("policy", "snapshot", "gpu_metrics"))) is not None:
+        return stdin
     policy = read_policy(args.policy)
     if isinstance(policy, int):
         return policy
@@ -302,10 +310,23 @@ def run(args: argparse.Namespace) -> int:
         telemetry=facts.summary(),
     )
     report["nodes"] = layout_rows(layouts)
+    if args.html and (written := _write_html(args.html, report)) is not None:
+        return written
     sys.stdout.write(_render(report, args.output, layouts.mode))
     for problem in result.problems:  # errors go to stderr, whatever stdout shows
         print(f"{args.policy}: {problem}", file=sys.stderr)
     return 1 if result.problems else 0
+
+
+def _write_html(path: str, report: dict[str, Any]) -> int | None:
+    """Write the /reports page to `path`; the exit code when it cannot be written."""
+    try:
+        with open(path, "w", encoding="utf-8") as out:
+            out.write(_render(report, "html", None))
+    except OSError as exc:
+        print(f"{path}: cannot write: {exc.strerror or exc}", file=sys.stderr)
+        return 2
+    return None
 
 
 def _render(report: dict[str, Any], output: str, layout_mode: Any) -> str:
@@ -313,8 +334,8 @@ def _render(report: dict[str, Any], output: str, layout_mode: Any) -> str:
     from quotaguard.geometry.report import format_layouts
     from quotaguard.quota.report import format_table, to_csv
 
-    if output == "json":
-        return json.dumps(report, indent=2) + "\n"
+    if output in ("json", "yaml"):
+        return dump(report, output)
     if output == "csv":
         return to_csv(report)
     if output == "html":

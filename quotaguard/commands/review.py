@@ -10,9 +10,13 @@ import argparse
 import json
 import sys
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from quotaguard.commands.common import read_policy
+from quotaguard.commands.reviewlimits import limit_lines
+
+if TYPE_CHECKING:
+    from quotaguard.policy.model import TenantPolicy
 
 
 class InputError(Exception):
@@ -28,7 +32,9 @@ def register(verbs: Any) -> None:
         "default is a readable summary; piped or redirected, the AdmissionReview JSON. "
         "Exit 1 when denied.",
     )
-    parser.add_argument("-p", "--policy", required=True, metavar="P", help="tenant policy file")
+    parser.add_argument(
+        "-p", "--policy", required=True, metavar="P", help="tenant policy file, or - for stdin"
+    )
     parser.add_argument(
         "input", nargs="?", default="-", metavar="INPUT", help="file to review, or - for stdin"
     )
@@ -67,20 +73,10 @@ def register(verbs: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     from quotaguard.admission import BadReview, review_offline
 
-    policy = read_policy(args.policy)
-    if isinstance(policy, int):
-        return policy
-    name = "<stdin>" if args.input == "-" else args.input
-    try:
-        documents = _read(args.input, name)
-        runtimes = _runtimes(documents, args.runtime)
-        reviews, skipped = _reviews(documents, name, args.namespace)
-        dra = _dra_objects(args.dra, documents, args.namespace)
-    except InputError as exc:
-        print(exc, file=sys.stderr)
-        return 2
-    for what in skipped:
-        print(f"{name}: {what}: skipped: cluster-scoped, not a workload", file=sys.stderr)
+    read = _inputs(args)
+    if isinstance(read, int):
+        return read
+    policy, name, reviews, runtimes, dra = read
     output = args.output or ("summary" if sys.stdout.isatty() and not args.patched else "json")
     outputs: list[Any] = []
     summaries: list[str] = []
@@ -98,7 +94,8 @@ def run(args: argparse.Namespace) -> int:
             if output != "summary":  # the summary says it on stdout
                 print(f"{name}: {what}: denied: {message}", file=sys.stderr)
         outputs.append(patched if args.patched else response)
-        summaries.append(summarize(what, body, response))
+        limits = limit_lines(policy, body, patched) if answer["allowed"] else []
+        summaries.append("\n".join([summarize(what, body, response), *limits]))
     if output == "summary":
         print("\n\n".join(summaries))
     else:
@@ -118,21 +115,54 @@ def _runtimes(documents: list[object], files: list[str]) -> Any:
     return runtimes_of([*given, *found])
 
 
+def _inputs(
+    args: argparse.Namespace,
+) -> tuple[TenantPolicy, str, list[tuple[str, object]], Any, Any] | int:
+    """The policy, the input's name, the reviews to run, the TrainJob runtimes and the DRA
+    objects they may read, or the exit code after saying why
+    they cannot be had."""
+    if args.policy == "-" and args.input == "-":
+        print(
+            "quotaguard review: --policy - and INPUT - both read standard input; "
+            "give one of them as a file",
+            file=sys.stderr,
+        )
+        return 2
+    policy = read_policy(args.policy)
+    if isinstance(policy, int):
+        return policy
+    name = "<stdin>" if args.input == "-" else args.input
+    try:
+        documents = _read(args.input, name)
+        runtimes = _runtimes(documents, args.runtime)
+        reviews, skipped = _reviews(documents, name, args.namespace)
+        dra = _dra_objects(args.dra, documents, args.namespace)
+    except InputError as exc:
+        print(exc, file=sys.stderr)
+        return 2
+    for what in skipped:
+        print(f"{name}: {what}: skipped: cluster-scoped, not a workload", file=sys.stderr)
+    if not reviews:
+        print(
+            f"{name}: expected an AdmissionReview or workload manifests (Pod, Job, ...); "
+            f"found only {', '.join(skipped)}",
+            file=sys.stderr,
+        )
+        return 2
+    return policy, name, reviews, runtimes, dra
+
+
 def _read(path: str, name: str) -> list[object]:
     from quotaguard.kube.documents import (
         MANIFEST,
         DocumentError,
         load_json_or_yaml,
         read_error,
-        read_text,
+        read_input,
     )
 
     try:
-        if path == "-":
-            text = sys.stdin.read(MANIFEST.max_bytes + 1)
-        else:
-            text = read_text(path, MANIFEST, name)
-        return load_json_or_yaml(text, name, MANIFEST)
+        return load_json_or_yaml(read_input(path, MANIFEST), name, MANIFEST)
     except DocumentError as exc:
         raise InputError(str(exc)) from exc
     except (OSError, UnicodeDecodeError) as exc:

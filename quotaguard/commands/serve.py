@@ -56,6 +56,9 @@ def register(verbs: Any) -> None:
         help="kubeconfig; without it, as kubectl: $KUBECONFIG, ~/.kube/config, in-cluster",
     )
     parser.add_argument(
+        "--context", metavar="NAME", help="kubeconfig context (default: the current one)"
+    )
+    parser.add_argument(
         "--mode",
         choices=("apply", "recommend", "off"),
         help="quota controller mode (default: the policy's spec.rebalance.mode)",
@@ -203,6 +206,7 @@ def run(args: argparse.Namespace) -> int:
         tls_key_file=args.tls_key_file,
         http_port=args.http_port,
         kubeconfig=args.kubeconfig,
+        context=args.context,
         mode=args.mode,
         policy_poll_interval=args.policy_poll_interval,
         tls_poll_interval=args.tls_poll_interval,

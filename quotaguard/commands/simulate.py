@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from typing import Any, TextIO
 
-from quotaguard.commands.common import read_policy
+from quotaguard.commands.common import dump, read_policy, stdin_twice
 
 PROGRESS_MIN_WORKLOADS = 5000  # shorter traces finish before a bar would be worth drawing
 BAR_WIDTH = 30
@@ -22,9 +21,18 @@ def register(verbs: Any) -> None:
         "static quotas and of dynamic ones side by side.",
     )
     parser.add_argument("-p", "--policy", required=True, metavar="P", help="tenant policy file")
-    parser.add_argument("--trace", required=True, metavar="T", help="trace (YAML or JSON)")
-    parser.add_argument("-o", "--output", choices=("text", "json"), default="text")
-    parser.add_argument("--html", metavar="FILE", help="also write a report with charts")
+    parser.add_argument(
+        "--trace", required=True, metavar="T", help="trace (YAML or JSON), or - for stdin"
+    )
+    parser.add_argument(
+        "-o",
+        "--output",
+        choices=("text", "json", "yaml", "html"),
+        default="text",
+        help="text, json, yaml, or html (the report with charts, self-contained, on stdout as "
+        "plan -o html prints its page)",
+    )
+    parser.add_argument("--html", metavar="FILE", help="also write the report with charts to FILE")
     parser.add_argument(
         "--static",
         choices=("guarantees", "pool"),
@@ -82,7 +90,7 @@ class ProgressBar:
         self.stream.flush()
 
 
-def _without_faulty_gpus(policy: Any, trace: Any, path: str) -> Any:
+def _without_faulty_gpus(policy: Any, trace: Any, path: str, name: str) -> Any:
     """The trace with the GPUs `path` finds faulty taken off its nodes (said on stderr);
     unreadable telemetry is a warning and the trace is replayed as it is."""
     import dataclasses
@@ -101,21 +109,23 @@ def _without_faulty_gpus(policy: Any, trace: Any, path: str) -> Any:
     # No quiet period across a replay: what is faulty in the file stays out throughout.
     verdict, _ = judge_health(metrics, nodes=[n.name for n in trace.nodes], settings=settings)
     for kind, count in verdict.warnings.items():
-        print(f"{path}: warning: {count} series skipped: {kind}", file=sys.stderr)
+        print(f"{name}: warning: {count} series skipped: {kind}", file=sys.stderr)
     for gpu in verdict.faulty:
         print(
-            f"{path}: {gpu.node} GPU {gpu.gpu} out of the inventory: {gpu.reason}", file=sys.stderr
+            f"{name}: {gpu.node} GPU {gpu.gpu} out of the inventory: {gpu.reason}", file=sys.stderr
         )
     nodes = without_faulty_gpus(policy, trace.nodes, verdict.faulty)
     return dataclasses.replace(trace, nodes=nodes)
 
 
-def run(args: argparse.Namespace) -> int:
-    from quotaguard.simulate.preemption import PRESETS
-    from quotaguard.simulate.report import render_text, result_json
-    from quotaguard.simulate.simulation import simulate
+def _inputs(args: argparse.Namespace) -> tuple[Any, Any] | int:
+    """The policy and the trace (without the GPUs the telemetry finds faulty), or the exit
+    code after saying why they cannot be had."""
+    from quotaguard.kube.documents import source_name
     from quotaguard.simulate.trace import TraceInvalid, load_trace
 
+    if (stdin := stdin_twice(args, ("policy", "trace", "gpu_metrics"))) is not None:
+        return stdin
     policy = read_policy(args.policy)
     if isinstance(policy, int):
         return policy
@@ -126,7 +136,19 @@ def run(args: argparse.Namespace) -> int:
             print(line, file=sys.stderr)
         return 2
     if args.gpu_metrics:
-        trace = _without_faulty_gpus(policy, trace, args.gpu_metrics)
+        trace = _without_faulty_gpus(policy, trace, args.gpu_metrics, source_name(args.gpu_metrics))
+    return policy, trace
+
+
+def run(args: argparse.Namespace) -> int:
+    from quotaguard.simulate.preemption import PRESETS
+    from quotaguard.simulate.report import render_text, result_json
+    from quotaguard.simulate.simulation import simulate
+
+    read = _inputs(args)
+    if isinstance(read, int):
+        return read
+    policy, trace = read
     bar = None
     if not args.no_progress and sys.stderr.isatty() and trace.size >= PROGRESS_MIN_WORKLOADS:
         bar = ProgressBar(sys.stderr)
@@ -151,8 +173,12 @@ def run(args: argparse.Namespace) -> int:
         except OSError as exc:
             print(f"{args.html}: cannot write: {exc.strerror or exc}", file=sys.stderr)
             return 2
-    if args.output == "json":
-        print(json.dumps(result_json(simulation), indent=2))
+    if args.output in ("json", "yaml"):
+        sys.stdout.write(dump(result_json(simulation), args.output))
+    elif args.output == "html":
+        from quotaguard.simulate.html import render_html
+
+        sys.stdout.write(render_html(simulation))
     else:
         sys.stdout.write(render_text(simulation))
         if args.html:

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from quotaguard.commands.common import dump
 from quotaguard.kube.documents import read_error
 
 if TYPE_CHECKING:  # the suites module (pydantic, admission) loads only when tests run
@@ -24,16 +24,22 @@ def register(verbs: Any) -> None:
         description="Run each case of the PolicyTest suites in the given files or directories "
         "through offline admission; print PASS or FAIL per case, exit 1 on any failure.",
     )
-    parser.add_argument("paths", nargs="+", metavar="PATH", help="suite file or directory")
+    parser.add_argument(
+        "paths",
+        nargs="+",
+        metavar="PATH",
+        help="suite file or directory, or - for stdin (its paths then relative to the "
+        "current directory)",
+    )
     parser.add_argument(
         "-q", "--quiet", action="store_true", help="print failing cases and the summary only"
     )
     parser.add_argument(
         "-o",
         "--output",
-        choices=("text", "json", "junit"),
+        choices=("text", "json", "yaml", "junit"),
         default="text",
-        help="text, json, or junit XML for CI test reports",
+        help="text, json, yaml, or junit XML for CI test reports",
     )
     parser.set_defaults(run=run)
 
@@ -58,30 +64,40 @@ def run(args: argparse.Namespace) -> int:
             started = time.perf_counter()
             result = run_case(policies[path], suite, case)
             runs.append(CaseRun(suite, case.name, result.failures, time.perf_counter() - started))
-    render = {"json": as_json, "junit": as_junit}.get(args.output)
-    print(render(runs) if render else as_text(runs, quiet=args.quiet))
+    if args.output in ("json", "yaml"):
+        print(dump(as_data(runs), args.output), end="")
+    elif args.output == "junit":
+        print(as_junit(runs))
+    else:
+        print(as_text(runs, quiet=args.quiet))
     return 1 if any(run.failures for run in runs) else 0
 
 
 def _suites(paths: list[str]) -> list[LoadedSuite] | int:
     """Every suite of the paths, or the exit code after saying why one cannot be read."""
     from quotaguard.admission.suites import SuiteInvalid, load_suites
-    from quotaguard.kube.documents import MANIFEST, DocumentError, read_text
+    from quotaguard.kube.documents import (
+        MANIFEST,
+        STDIN,
+        DocumentError,
+        read_input,
+        source_name,
+    )
     from quotaguard.policy.loader import policy_files
 
     suites: list[LoadedSuite] = []
     for file, explicit in policy_files(paths):
-        if explicit and not Path(file).exists():
+        if explicit and file != STDIN and not Path(file).exists():
             print(f"{file}: no such file or directory", file=sys.stderr)
             return 2
         try:
-            text = read_text(file, MANIFEST)
-            suites.extend(load_suites(text, file, required=explicit))
+            text = read_input(file, MANIFEST)
+            suites.extend(load_suites(text, source_name(file), required=explicit))
         except (DocumentError, SuiteInvalid) as exc:
             print(exc, file=sys.stderr)
             return 2
         except (OSError, UnicodeDecodeError) as exc:
-            print(f"{file}: cannot read: {read_error(exc)}", file=sys.stderr)
+            print(f"{source_name(file)}: cannot read: {read_error(exc)}", file=sys.stderr)
             return 2
     return suites
 
@@ -129,9 +145,9 @@ def as_text(runs: list[CaseRun], *, quiet: bool) -> str:
     return "\n".join(lines)
 
 
-def as_json(runs: list[CaseRun]) -> str:
+def as_data(runs: list[CaseRun]) -> dict[str, Any]:
     failed = sum(1 for run in runs if run.failures)
-    document = {
+    return {
         "passed": len(runs) - failed,
         "failed": failed,
         "cases": [
@@ -146,7 +162,6 @@ def as_json(runs: list[CaseRun]) -> str:
             for run in runs
         ],
     }
-    return json.dumps(document, indent=2)
 
 
 def as_junit(runs: list[CaseRun]) -> str:

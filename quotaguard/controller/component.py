@@ -15,7 +15,9 @@ SHARED_KEY = "controller"
 async def start(ctx: ServeContext) -> None:
     try:
         # reads the kubeconfig (and may run its exec plugin) with blocking calls
-        clients = await asyncio.to_thread(KubeClients.connect, ctx.options.kubeconfig)
+        clients = await asyncio.to_thread(
+            KubeClients.connect, ctx.options.kubeconfig, context=ctx.options.context
+        )
     except Exception as exc:
         where = ctx.options.kubeconfig or "in-cluster configuration"
         raise StartupError(f"cannot configure the Kubernetes client from {where}: {exc}") from exc

@@ -31,12 +31,14 @@ class KubeClients:
     apis: Any  # kubernetes.client.ApisApi (GET /apis)
 
     @classmethod
-    def connect(cls, kubeconfig: str | None = None, *, pool_size: int = 32) -> KubeClients:
+    def connect(
+        cls, kubeconfig: str | None = None, *, context: str | None = None, pool_size: int = 32
+    ) -> KubeClients:
         """From a kubeconfig file, or the in-cluster service account when none is given."""
         from kubernetes import client
 
         # One connection per long-lived watch plus the short calls of the loop and the elector.
-        api_client = kubeclient.api_client(kubeconfig, pool_size=pool_size)
+        api_client = kubeclient.api_client(kubeconfig, context=context, pool_size=pool_size)
         return cls(
             core=client.CoreV1Api(api_client),
             custom=client.CustomObjectsApi(api_client),

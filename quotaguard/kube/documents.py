@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
@@ -83,6 +84,33 @@ def read_text(path: str | Path, limits: Limits, source: str | None = None) -> st
     if len(data) > limits.max_bytes:
         raise _too_big(source or str(path), limits)
     return data.decode("utf-8")
+
+
+STDIN = "-"  # the path that names standard input on the command line
+STDIN_NAME = "<stdin>"
+
+
+def source_name(path: str | Path) -> str:
+    """How messages name an input: its path, or `<stdin>` for `-`."""
+    return STDIN_NAME if str(path) == STDIN else str(path)
+
+
+def read_input(path: str | Path, limits: Limits) -> str:
+    """`read_text`, or standard input (read up to the same limit) when the path is `-`."""
+    if str(path) != STDIN:
+        return read_text(path, limits)
+    data = read_stdin(limits.max_bytes + 1)
+    if len(data) > limits.max_bytes:
+        raise _too_big(STDIN_NAME, limits)
+    return data.decode("utf-8")
+
+
+def read_stdin(at_most: int) -> bytes:
+    """Up to `at_most` bytes of standard input."""
+    stream = getattr(sys.stdin, "buffer", None)
+    if stream is None:  # a text stream without bytes underneath (tests, embedding)
+        return sys.stdin.read(at_most).encode("utf-8")
+    return bytes(stream.read(at_most))
 
 
 def _too_big(source: str, limits: Limits) -> DocumentError:

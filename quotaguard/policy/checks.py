@@ -13,7 +13,7 @@ from typing import Any
 from quotaguard.kube.names import ACCELERATOR_PATTERN, GPU_RESOURCE, MIG_PREFIX
 from quotaguard.kube.quantity import QuantityError, parse_duration, parse_quantity
 from quotaguard.kube.values import mapping as _map
-from quotaguard.policy.catalogue import matching_profiles
+from quotaguard.policy.catalogue import GPU_MODELS, matching_profiles, profile_of_resource
 from quotaguard.policy.drachecks import check_dra
 from quotaguard.policy.geometrychecks import check_geometry
 from quotaguard.policy.globs import overlapping_pairs
@@ -166,15 +166,31 @@ def _shared_resources(
 
 
 def _mig_profile(path: tuple[str | int, ...], gpu_class: Mapping[str, Any]) -> Iterator[Problem]:
+    resource = str(gpu_class.get("resource"))
+    if "+" in resource:
+        yield Problem(
+            (*path, "resource"),
+            f"the device plugin offers MIG profile {resource.removeprefix(MIG_PREFIX)!r} as "
+            f"{MIG_PREFIX}{resource.removeprefix(MIG_PREFIX).replace('+', '.')} (a resource "
+            "name cannot hold a +)",
+        )
+        return
     memory = _bytes(gpu_class.get("memory"))
     slices = gpu_class.get("slices", 7)
     if memory is None or not isinstance(slices, int):
         return
+    named = profile_of_resource(resource)
     if not matching_profiles(memory, slices):
+        hint = (
+            f" ({resource} is MIG profile {named.name}: {named.slices} slice(s), "
+            f"{named.memory_gb} GB)"
+            if named is not None
+            else ""
+        )
         yield Problem(
             path,
             f"no known MIG profile has {slices} slice(s) and {memory / 2**30:g}Gi of memory "
-            "(A100, H100, H200, A30 catalogue); check memory and slices",
+            f"(catalogue: {', '.join(GPU_MODELS)}); check memory and slices{hint}",
             "warning",
         )
 

@@ -5,12 +5,14 @@ Like `checks.py`, they read the raw document defensively so they run next to sch
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Iterator, Mapping
 from typing import Any
 
 from quotaguard.kube.names import GPU_RESOURCE, SHARED_GPU_RESOURCE
 from quotaguard.kube.values import mapping as _map
 from quotaguard.policy.migconfig import (
+    GPU_PRODUCT_LABEL,
     GPUS,
     MIG_CONFIG_LABEL,
     SHARING_CONFIG_LABEL,
@@ -85,7 +87,7 @@ def _pool(
     selector = _labels(pool.get("nodeSelector"))
     stated = pool.get("gpu")
     if isinstance(stated, str) and stated not in GPUS:
-        yield Problem((*path, "gpu"), f"unknown GPU model {stated!r}; known: {', '.join(GPUS)}")
+        yield _unknown_gpu((*path, "gpu"), stated)
         return
     gpu = stated if isinstance(stated, str) else gpu_model(selector)
     if not selector:
@@ -111,7 +113,7 @@ def _pool(
         config = mig_configs.get(name) or builtin.get(name)
         if config is None:
             known = sorted({*mig_configs, *sharing, *builtin})
-            yield _missing_config(where, name, pool.get("name"), gpu, known)
+            yield _missing_config(where, name, pool.get("name"), gpu, known, selector)
             continue
         if gpu is None:
             continue
@@ -121,14 +123,34 @@ def _pool(
         yield from _offers(where, name, resources, {**selector, MIG_CONFIG_LABEL: name}, spec)
 
 
+def _unknown_gpu(where: tuple[str | int, ...], stated: str) -> Problem:
+    close = [g for g in GPUS if g.upper().startswith(stated.upper() + "-")]
+    close = close or difflib.get_close_matches(stated, GPUS, n=1)
+    hint = f" (did you mean {' or '.join(close)}?)" if close else ""
+    return Problem(where, f"unknown GPU model {stated!r}{hint}; known: {', '.join(GPUS)}")
+
+
 def _missing_config(
-    where: tuple[str | int, ...], name: str, pool: object, gpu: str | None, known: list[str]
+    where: tuple[str | int, ...],
+    name: str,
+    pool: object,
+    gpu: str | None,
+    known: list[str],
+    selector: Mapping[str, str],
 ) -> Problem:
+    product = selector.get(GPU_PRODUCT_LABEL)
+    if gpu is None and name.startswith("all-") and product is not None:
+        return Problem(
+            where,
+            f"{GPU_PRODUCT_LABEL} {product!r} of pool {pool!r} is no GPU of the MIG "
+            f"catalogue ({', '.join(GPUS)}), so built-in config {name!r} is unknown for it; "
+            "set gpu to the catalogue's name of this GPU, or define the config in migConfigs",
+        )
     if gpu is None and name.startswith("all-"):
         return Problem(
             where,
             f"cannot tell the GPU model of pool {pool!r} to find the built-in "
-            f"config {name!r}; set gpu or nodeSelector nvidia.com/gpu.product",
+            f"config {name!r}; set gpu or nodeSelector {GPU_PRODUCT_LABEL}",
         )
     # mig-manager applies what the GPU operator's ConfigMap defines: a name the policy does
     # not know may be there (the controller reads it at run time), or may be a typo

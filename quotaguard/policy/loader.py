@@ -177,7 +177,7 @@ def load_policy_documents(
     Documents of other kinds are skipped (a directory may hold kustomizations and tests);
     with `require_policy`, a text without any TenantPolicy is itself a problem.
     """
-    if not require_policy and _holds_no_policy(text, file):
+    if not require_policy and holds_no_policy(text, file):
         return []
     roots = _roots(text, file)
     if isinstance(roots, LocatedProblem):
@@ -197,7 +197,7 @@ def load_policy_documents(
     return found
 
 
-def _holds_no_policy(text: str, file: str) -> bool:
+def holds_no_policy(text: str, file: str) -> bool:
     """Whether a text read with the plain loader (libyaml, no positions) holds no document to
     judge: no policy and no near miss of one. A directory's traces and manifests are then
     skipped without the positioned reader, which costs about twenty times as much (seconds for

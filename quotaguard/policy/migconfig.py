@@ -20,7 +20,6 @@ Pure: parsing returns problems located by path inside the document, never raises
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -28,28 +27,48 @@ from typing import Any
 import yaml
 
 from quotaguard.kube.names import GPU_RESOURCE, MIG_PREFIX
-from quotaguard.policy.catalogue import CATALOGUE, MigProfile, profiles_for_gpu
+from quotaguard.policy.catalogue import (
+    GPU_MODELS,
+    MigProfile,
+    profiles_for_gpu,
+    resource_of_profile,
+)
+from quotaguard.policy.gpumodels import GPU_MEMORY_LABEL, GPU_PRODUCT_LABEL, PCI_IDS, gpu_model
 from quotaguard.policy.problems import Path, Problem
 
 MIG_CONFIG_LABEL = "nvidia.com/mig.config"
 MIG_STATE_LABEL = "nvidia.com/mig.config.state"
 SHARING_CONFIG_LABEL = "nvidia.com/device-plugin.config"  # the device plugin's per-node config
-GPU_PRODUCT_LABEL = "nvidia.com/gpu.product"
-GPU_MEMORY_LABEL = "nvidia.com/gpu.memory"  # MiB, set by GPU feature discovery
 GPU_COUNT_LABEL = "nvidia.com/gpu.count"
 WHOLE_GPU = GPU_RESOURCE
 MIG_RESOURCE_PREFIX = MIG_PREFIX
 
-# PCI device IDs (as mig-parted's device-filter spells them) of the catalogue's GPUs.
-PCI_IDS: Mapping[str, tuple[str, ...]] = {
-    "A100-40GB": ("0x20B010DE", "0x20F110DE"),
-    "A100-80GB": ("0x20B210DE", "0x20B510DE"),
-    "A30-24GB": ("0x20B710DE",),
-    "H100-80GB": ("0x233010DE", "0x233110DE"),
-    "H100-94GB": ("0x232110DE",),
-    "H200-141GB": ("0x233510DE",),
-}
-GPUS: tuple[str, ...] = tuple(dict.fromkeys(profile.gpu for profile in CATALOGUE))
+GPUS: tuple[str, ...] = GPU_MODELS
+
+__all__ = [  # with what this module has long offered from policy.gpumodels
+    "GPUS",
+    "GPU_COUNT_LABEL",
+    "GPU_MEMORY_LABEL",
+    "GPU_PRODUCT_LABEL",
+    "MIG_CONFIG_LABEL",
+    "MIG_RESOURCE_PREFIX",
+    "MIG_STATE_LABEL",
+    "PCI_IDS",
+    "SHARING_CONFIG_LABEL",
+    "WHOLE_GPU",
+    "DeviceSpec",
+    "MigConfig",
+    "builtin_configs",
+    "builtin_document",
+    "config_name",
+    "config_problems",
+    "gpu_model",
+    "layout_problems",
+    "mig_config_document",
+    "node_resources",
+    "parse_mig_configs",
+    "resolve",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,7 +116,7 @@ def node_resources(config: MigConfig, gpu: str, gpus: int) -> dict[str, int]:
             found[WHOLE_GPU] = found.get(WHOLE_GPU, 0) + 1
             continue
         for profile, count in entry.mig_devices.items():
-            resource = MIG_RESOURCE_PREFIX + profile
+            resource = resource_of_profile(profile)
             found[resource] = found.get(resource, 0) + count
     return {resource: amount for resource, amount in sorted(found.items()) if amount}
 
@@ -150,35 +169,6 @@ def config_problems(config: MigConfig, gpu: str) -> list[str]:
     return [p for e in entries if e.mig_enabled for p in layout_problems(e.mig_devices, gpu)]
 
 
-# -- the GPU model of a node ---------------------------------------------------------------
-
-_MODEL = re.compile(r"(A100|A30|H100|H200)")
-_MEMORY_GB = re.compile(r"(\d+)GB")
-_DEFAULT_MEMORY = {"A30": 24, "H200": 141}
-
-
-def gpu_model(labels: Mapping[str, str]) -> str | None:
-    """The catalogue's name (`A100-80GB`) of the GPUs a node's GPU feature discovery labels
-    describe (`nvidia.com/gpu.product: NVIDIA-A100-SXM4-80GB`), or None when unknown."""
-    product = labels.get(GPU_PRODUCT_LABEL, "")
-    model = _MODEL.search(product)
-    if model is None:
-        return None
-    memory: int | None = None
-    if found := _MEMORY_GB.search(product):
-        memory = int(found.group(1))
-    elif (mib := labels.get(GPU_MEMORY_LABEL, "")).isdigit():
-        memory = round(int(mib) / 1024)
-    elif "NVL" in product:
-        memory = 94
-    else:
-        memory = _DEFAULT_MEMORY.get(model.group(1), 80)
-    candidates = [gpu for gpu in GPUS if gpu.startswith(model.group(1) + "-")]
-    if not candidates:
-        return None
-    return min(candidates, key=lambda gpu: abs(int(gpu.split("-")[1][:-2]) - memory))
-
-
 # -- built-in configs ------------------------------------------------------------------------
 
 
@@ -186,18 +176,25 @@ def _profile_names(gpu: str) -> list[str]:
     return [profile.name for profile in profiles_for_gpu(gpu)]
 
 
+def config_name(profile: str) -> str:
+    """The GPU operator's name of the config that fills a GPU with one profile:
+    `all-1g.10gb`, `all-1g.10gb.me` for `1g.10gb+me` (mig-parted spells `+` as `.`)."""
+    return "all-" + profile.replace("+", ".")
+
+
 def _builtin_layouts(gpu: str) -> dict[str, dict[str, int] | None]:
     """name -> MIG devices per GPU (None: MIG disabled), the names the GPU operator uses."""
     profiles = profiles_for_gpu(gpu)
-    layouts: dict[str, dict[str, int] | None] = {"all-disabled": None}
+    layouts: dict[str, dict[str, int] | None] = {"all-disabled": None, "all-enabled": {}}
     for profile in profiles:
-        layouts[f"all-{profile.name}"] = {profile.name: profile.max_instances}
-    ones = [p for p in profiles if p.slices == 1]
-    twos = [p for p in profiles if p.slices == 2]
-    threes = [p for p in profiles if p.slices == 3]
+        layouts[config_name(profile.name)] = {profile.name: profile.max_instances}
+    plain = sorted((p for p in profiles if not p.attributes), key=lambda p: p.memory_gb)
+    ones = [p for p in plain if p.slices == 1]
+    twos = [p for p in plain if p.slices == 2]
+    threes = [p for p in plain if p.slices == 3]
     if ones and twos and threes:
         layouts["all-balanced"] = {ones[0].name: 2, twos[0].name: 1, threes[0].name: 1}
-    elif ones and twos:  # A30: 4 compute slices
+    elif ones and twos:  # four slices (A30, RTX PRO 6000)
         layouts["all-balanced"] = {ones[0].name: 2, twos[0].name: 1}
     return layouts
 
@@ -218,11 +215,13 @@ def builtin_document() -> dict[str, Any]:
     for gpu in GPUS:
         for name, devices in _builtin_layouts(gpu).items():
             entry: dict[str, Any] = {"devices": "all", "mig-enabled": devices is not None}
-            if name != "all-disabled":
+            if devices:
                 entry["device-filter"] = list(PCI_IDS[gpu])
-                entry["mig-devices"] = dict(devices or {})
-            elif gpu != GPUS[0]:
+                entry["mig-devices"] = dict(devices)
+            elif gpu != GPUS[0]:  # all-disabled, all-enabled: one entry for every GPU
                 continue
+            elif devices is not None:
+                entry["mig-devices"] = {}
             configs.setdefault(name, []).append(entry)
     return {"version": "v1", "mig-configs": configs}
 

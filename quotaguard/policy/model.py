@@ -29,6 +29,8 @@ from quotaguard.kube.kinds import BY_ID as _KINDS_BY_ID
 from quotaguard.kube.names import GPU_RESOURCE, MIG_PREFIX, SHARED_GPU_RESOURCE
 from quotaguard.kube.quantity import QuantityError, format_bytes, format_duration, parse_duration
 from quotaguard.kube.quantity import parse_quantity as _parse_quantity
+from quotaguard.policy.catalogue import whole_gpu_slices
+from quotaguard.policy.gpumodels import gpu_model
 
 API_VERSION = "quotaguard.dev/v1alpha1"
 KIND = "TenantPolicy"
@@ -160,8 +162,13 @@ class GpuClass(_Strict):
 
     @cached_property
     def gpu_equivalent(self) -> Fraction:
-        """Whole GPUs one unit of this class is worth (slices/7, per replica when shared)."""
-        share = Fraction(self.slices, WHOLE_GPU_SLICES)
+        """Whole GPUs one unit of this class is worth (per replica when shared): slices/7, or
+        of the slices of the class's GPU when the catalogue knows it has another number (a
+        2g.48gb of an RTX PRO 6000 is half of one: it has four)."""
+        whole = WHOLE_GPU_SLICES
+        if self.mig:
+            whole = whole_gpu_slices(self.resource, gpu_model(self.node_selector))
+        share = Fraction(min(self.slices, whole), whole)
         return share / self.replicas if self.shared else share
 
 

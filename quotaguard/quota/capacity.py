@@ -16,6 +16,7 @@ from dataclasses import dataclass, replace
 from fractions import Fraction
 from typing import NamedTuple, Protocol
 
+from quotaguard.policy.catalogue import profile_of_resource
 from quotaguard.policy.fungibility import class_order
 from quotaguard.policy.model import GpuClass, TenantPolicy
 from quotaguard.quota.cluster import Node, Pod
@@ -89,7 +90,10 @@ def units_per_gpu(gpu_class: GpuClass, resource: str, node: Node, gpu: FaultyGpu
     node's instances divided by its GPU count from GPU feature discovery's label)."""
     if gpu_class.mig:
         if gpu.mig_instances:
-            return gpu.mig_instances.get(resource.removeprefix("nvidia.com/mig-"), 0)
+            # DCGM names the profile as NVIDIA does (1g.10gb+me), the resource spells it .me
+            profile = profile_of_resource(resource)
+            name = profile.name if profile else resource.removeprefix("nvidia.com/mig-")
+            return gpu.mig_instances.get(name, 0)
         count = _int_label(node, "nvidia.com/gpu.count")
         return node.allocatable.get(resource, 0) // count if count else 0
     if gpu_class.shared:

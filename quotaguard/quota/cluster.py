@@ -518,25 +518,47 @@ def parse_snapshot(
 def load_snapshot(
     path: str | Path, *, gpu_resources: frozenset[str] = frozenset()
 ) -> ClusterSnapshot:
-    """Read a snapshot file; `SnapshotError` (one line naming the file) when unusable, which
-    includes a file without Nodes: most likely the wrong file, and a plan or a simulation of no
-    capacity would look plausible."""
+    """Read a snapshot file (`-`: standard input), the JSON or the YAML of `kubectl get -o`;
+    `SnapshotError` (one line naming the file) when unusable, which includes a file without
+    Nodes: most likely the wrong file, and a plan or a simulation of no capacity would look
+    plausible."""
     from quotaguard.kube.documents import (
         SNAPSHOT,
         DocumentError,
         load_json,
+        load_yaml,
         read_error,
-        read_text,
+        read_input,
+        source_name,
     )
 
-    source = str(path)
+    source = source_name(path)
     try:
-        document = load_json(read_text(path, SNAPSHOT), source, SNAPSHOT)
+        text = read_input(path, SNAPSHOT)
+        # kubectl's JSON is strict JSON (a typo in it is reported as JSON); its YAML never
+        # starts with a bracket
+        documents = (
+            [load_json(text, source, SNAPSHOT)]
+            if text.lstrip().startswith(("{", "["))
+            else load_yaml(text, source, SNAPSHOT)
+        )
     except DocumentError as exc:
         raise SnapshotError(str(exc)) from exc
     except (OSError, UnicodeDecodeError) as exc:
         raise SnapshotError(f"{source}: cannot read: {read_error(exc)}") from exc
+    document = documents[0] if len(documents) == 1 else [d for d in documents if d is not None]
     snapshot = parse_snapshot(document, gpu_resources=gpu_resources, source=source)
     if not snapshot.nodes:
-        raise SnapshotError(f"{source}: the snapshot holds no Node (expected a kubectl v1 List)")
+        found = _kinds(document)
+        raise SnapshotError(
+            f"{source}: the snapshot holds no Node (expected a kubectl v1 List)"
+            + (f"; found {found}" if found else "")
+        )
     return snapshot
+
+
+def _kinds(document: object) -> str:
+    items = document.get("items") if isinstance(document, Mapping) else document
+    objects = items if isinstance(items, list) else [document]
+    kinds = [str(o.get("kind")) for o in objects if isinstance(o, Mapping) and o.get("kind")]
+    return ", ".join(f"{kinds.count(kind)} {kind}" for kind in dict.fromkeys(kinds))

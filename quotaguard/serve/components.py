@@ -64,6 +64,7 @@ class ServeOptions:
     tls_key_file: str | None = None
     http_port: int = 8080
     kubeconfig: str | None = None
+    context: str | None = None  # the kubeconfig's context (None: its current one)
     mode: Mode | None = None  # overrides the policy's spec.rebalance.mode when set
     policy_poll_interval: float = DEFAULT_POLL_INTERVAL
     tls_poll_interval: float = 5.0

@@ -56,7 +56,14 @@ from pathlib import Path
 from typing import Any
 
 from quotaguard.kube.documents import TRACE as TRACE_LIMITS
-from quotaguard.kube.documents import DocumentError, load_json, load_yaml, read_error, read_text
+from quotaguard.kube.documents import (
+    DocumentError,
+    load_json,
+    load_yaml,
+    read_error,
+    read_input,
+    source_name,
+)
 from quotaguard.kube.quantity import QuantityError, parse_duration, parse_quantity
 from quotaguard.policy.migconfig import MigConfig, parse_mig_configs
 from quotaguard.policy.problems import Path as FieldPath
@@ -537,6 +544,12 @@ def load_trace_text(
         document = _fast_load(text, source)
     except DocumentError as exc:
         raise TraceInvalid([str(exc)]) from exc
+    if isinstance(document, Mapping) and isinstance(document.get("kind"), str):
+        # a Kubernetes object (the policy given as --trace, a manifest): say what was meant
+        found = f"{document['kind']} ({document.get('apiVersion')})"
+        raise TraceInvalid(
+            [f"{source}: expected a trace (workloads, and nodes or a snapshot); found {found}"]
+        )
     trace, problems = parse_trace(document, source, gpu_resources=gpu_resources)
     if trace is not None:
         return trace
@@ -552,10 +565,11 @@ def load_trace_text(
 
 
 def load_trace(path: str | Path, *, gpu_resources: frozenset[str] = frozenset()) -> Trace:
-    """Read a trace file; `TraceInvalid` (one line naming the file) when unreadable or wrong."""
-    source = str(path)
+    """Read a trace file (`-`: standard input); `TraceInvalid` (one line naming the file) when
+    unreadable or wrong."""
+    source = source_name(path)
     try:
-        text = read_text(path, TRACE_LIMITS)
+        text = read_input(path, TRACE_LIMITS)
     except DocumentError as exc:
         raise TraceInvalid([str(exc)]) from exc
     except (OSError, UnicodeDecodeError) as exc:

@@ -17,7 +17,14 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, Protocol
 
-from quotaguard.kube.documents import DocumentError, Limits, load_json
+from quotaguard.kube.documents import (
+    STDIN,
+    DocumentError,
+    Limits,
+    load_json,
+    read_stdin,
+    source_name,
+)
 from quotaguard.policy.model import Rebalance
 from quotaguard.telemetry.exposition import parse_exposition
 from quotaguard.telemetry.promjson import QueryRefused, TelemetryError, parse_query_response
@@ -81,10 +88,13 @@ def parse_metrics_text(text: str, *, source: str, now: float) -> GpuMetrics:
 def read_metrics_file(
     path: str | Path, *, now: float | None = None, max_bytes: int = MAX_BYTES
 ) -> GpuMetrics:
-    source = str(path)
+    source = source_name(path)
     try:
-        with Path(path).open("rb") as fh:
-            data = fh.read(max_bytes + 1)
+        if str(path) == STDIN:
+            data = read_stdin(max_bytes + 1)
+        else:
+            with Path(path).open("rb") as fh:
+                data = fh.read(max_bytes + 1)
     except OSError as exc:
         raise TelemetryError(f"{source}: cannot read: {exc.strerror or exc}") from exc
     if len(data) > max_bytes:

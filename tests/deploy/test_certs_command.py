@@ -312,7 +312,9 @@ def test_cli_exit_codes_with_a_faked_cluster(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     cluster = FakeCluster()
-    monkeypatch.setattr(KubernetesCluster, "connect", classmethod(lambda cls, kubeconfig: cluster))
+    monkeypatch.setattr(
+        KubernetesCluster, "connect", classmethod(lambda cls, kubeconfig, context=None: cluster)
+    )
     assert main(["certs", "--kubeconfig", "/nonexistent"]) == 0
     assert len(cluster.secrets) == 2
     cluster.conflict_on_replace = True

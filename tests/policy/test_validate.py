@@ -287,10 +287,17 @@ def test_cli_strict_and_json(tmp_path: Path, capsys: pytest.CaptureFixture[str])
     assert '"severity": "warning"' in out and '"field": "spec.gpuClasses[2]"' in out
 
 
-def test_explicit_file_without_policy_is_an_error(tmp_path: Path) -> None:
+def test_explicit_file_without_policy_is_an_input_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Another kind of file is the wrong input (exit 2), not an invalid policy (exit 1)."""
     other = tmp_path / "cm.yaml"
     other.write_text("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\n")
-    assert main(["validate", str(other)]) == 1
+    assert main(["validate", str(other)]) == 2
+    assert (
+        f"{other}: expected a TenantPolicy (apiVersion quotaguard.dev/v1alpha1); "
+        "found ConfigMap (v1)" in capsys.readouterr().err
+    )
 
 
 @pytest.mark.parametrize(

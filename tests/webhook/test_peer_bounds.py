@@ -253,7 +253,8 @@ def test_the_caps_hold_and_a_refusal_means_nothing_was_idle(
             if what == "close" and not transport.closed and id(transport) not in busy:
                 transport.closed = True  # the client hung up
                 guard.closed(guard._live[transport])
-            elif what == "begin" and not transport.closed:
+            elif what == "begin" and not transport.closed and id(transport) not in busy:
+                # HTTP/1.1: one request at a time on a connection
                 guard.begin(transport)
                 busy.add(id(transport))
             elif what == "end" and id(transport) in busy:
