@@ -16,7 +16,15 @@ from typing import Any
 import pytest
 
 from e2e import build
-from e2e.cluster import REPO_ROOT, Cluster, QuotaguardServer, gpu_pod, load_webhook_configurations
+from e2e.cluster import (
+    REPO_ROOT,
+    Cluster,
+    QuotaguardServer,
+    gpu_pod,
+    load_webhook_configurations,
+    wait_until,
+)
+from e2e.kueue import lease_holder, serve_controller
 
 CHART = REPO_ROOT / "charts" / "quotaguard"
 POLICY = REPO_ROOT / "config" / "policy.yaml"
@@ -144,6 +152,86 @@ def test_install_stores_every_object_and_the_webhook_rewrites_gpu_pods(helm: Hel
     limits = created_limits(helm.cluster, gpu_pod("chart-install", TENANT_NS))
     assert "nvidia.com/gpu" not in limits
     assert limits == {"nvidia.com/mig-1g.10gb": "1"}
+
+
+TEST_HOOKS = ("pod", "rolebinding", "role", "serviceaccount")
+
+
+def test_helm_test_creates_the_check_pod_and_the_check_passes_against_the_release(
+    helm: Helm, tmp_path: Path
+) -> None:
+    """`helm test` creates its hook Pod and RBAC in the API server. kwok's nodes run no
+    containers, so the Pod never reports a result: the check it runs is run here instead, as
+    the same module, against the release's webhook configuration target and a real
+    controller's Lease in the release namespace, with the RBAC the hook grants."""
+    result = helm.run("test", RELEASE, "-n", NS, "--timeout", "15s", check=False)
+    assert result.returncode != 0  # no kubelet: the Pod cannot succeed here
+    pod = helm.cluster.get("pod", "quotaguard-test", namespace=NS)
+    assert pod["metadata"]["annotations"]["helm.sh/hook"] == "test"
+    (container,) = pod["spec"]["containers"]
+    assert container["command"] == ["python", "-m", "quotaguard.serve.selfcheck"]
+    assert container["args"] == ["--namespace", NS]
+    assert pod["spec"]["serviceAccountName"] == "quotaguard-test"
+    # What the hook's ServiceAccount may do: read that Lease, nothing else.
+    account = f"system:serviceaccount:{NS}:quotaguard-test"
+    for verb, resource, allowed in (
+        ("get", "leases/quotaguard-controller", "yes"),
+        ("get", "leases/another-lease", "no"),
+        ("update", "leases/quotaguard-controller", "no"),
+        ("list", "pods", "no"),
+    ):
+        answer = helm.cluster.kubectl(
+            "auth", "can-i", verb, resource, "-n", NS, "--as", account, check=False
+        )
+        assert answer.stdout.strip() == allowed, (verb, resource, answer.stdout)
+
+    controller = serve_controller(
+        helm.cluster, POLICY, pod_name="quotaguard-controller-chart-e2e", lease_namespace=NS
+    )
+    try:
+        wait_until(
+            lambda: lease_holder(helm.cluster, NS), timeout=30, interval=0.5, what="a leader"
+        )
+        token = helm.cluster.kubectl("create", "token", "quotaguard-test", "-n", NS).stdout
+        kubeconfig = as_service_account(helm.cluster, token.strip(), tmp_path)
+        check = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "quotaguard.serve.selfcheck",
+                "--namespace",
+                NS,
+                "--webhook-url",
+                f"https://127.0.0.1:{helm.server.webhook_port}/validate",
+                "--kubeconfig",
+                str(kubeconfig),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            cwd=REPO_ROOT,
+            check=False,
+        )
+    finally:
+        controller.process.stop()
+        helm.cluster.kubectl("delete", "lease", "quotaguard-controller", "-n", NS, check=False)
+        helm.cluster.kubectl("delete", ",".join(TEST_HOOKS), "quotaguard-test", "-n", NS)
+    lines = check.stdout.splitlines()
+    assert check.returncode == 0, check.stdout + check.stderr
+    assert lines[0].startswith("ok webhook:")
+    assert lines[1].startswith("ok controller: quotaguard-controller-chart-e2e")
+
+
+def as_service_account(cluster: Cluster, token: str, work: Path) -> Path:
+    """A kubeconfig for the cluster's API server that authenticates with `token` only."""
+    import yaml
+
+    config = yaml.safe_load(cluster.kubeconfig.read_text())
+    (user,) = config["users"]
+    user["user"] = {"token": token}
+    path = work / "selfcheck-kubeconfig"
+    path.write_text(yaml.safe_dump(config))
+    return path
 
 
 def test_upgrade_to_pilot_sends_only_enrolled_namespaces(helm: Helm) -> None:

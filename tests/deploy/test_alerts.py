@@ -5,6 +5,7 @@ promtool built from the Prometheus module by `python -m e2e.build`."""
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -89,3 +90,34 @@ def test_chart_ships_the_same_rules() -> None:
     docs = helm_template("prometheus.enabled=true")
     chart_rule = one(docs, "PrometheusRule", "quotaguard")
     assert chart_rule["spec"] == rule_groups()
+
+
+RUNBOOKS = CONFIG.parent / "docs" / "troubleshooting.md"
+RUNBOOK_BASE = "https://github.com/quotaguard/quotaguard/blob/main/docs/troubleshooting.md"
+
+
+def runbook_sections() -> dict[str, str]:
+    """Each `## ` section of docs/troubleshooting.md by its anchor (GitHub's slug)."""
+    sections: dict[str, str] = {}
+    for block in RUNBOOKS.read_text().split("\n## ")[1:]:
+        heading, _, body = block.partition("\n")
+        slug = re.sub(r"[^a-z0-9 _-]", "", heading.strip().lower()).replace(" ", "-")
+        sections[slug] = body
+    return sections
+
+
+def test_every_alert_links_its_section_of_the_troubleshooting_page() -> None:
+    sections = runbook_sections()
+    for group in rule_groups()["groups"]:  # type: ignore[attr-defined]
+        for rule in group["rules"]:
+            anchor = rule["alert"].lower()
+            assert rule["annotations"]["runbook_url"] == f"{RUNBOOK_BASE}#{anchor}"
+            body = sections.get(anchor)
+            assert body is not None, f"docs/troubleshooting.md has no section {rule['alert']}"
+            for part in ("**What it means.**", "**Check.**", "**Fix.**"):
+                assert part in body, f"{rule['alert']}: no {part}"
+
+
+def test_the_chart_default_runbook_base_is_the_rule_files() -> None:
+    (values,) = load_yaml(CONFIG.parent / "charts" / "quotaguard" / "values.yaml")
+    assert values["prometheus"]["runbookBaseURL"] == RUNBOOK_BASE

@@ -29,8 +29,8 @@ app.kubernetes.io/component: {{ . }}
 {{- .Values.policy.existingConfigMap | default "quotaguard-policy" -}}
 {{- end }}
 
-{{/* The webhook configurations are read from the repository's webhook/ directory (files/webhook
-     links to it), so a webhook added there is served by both builds. */}}
+{{/* The webhook configurations are the chart's copies of the repository's webhook/ files
+     (tools/chart_files.py keeps them equal), so a webhook added there is served by both builds. */}}
 {{- define "quotaguard.webhookFile" -}}
 {{- $root := .root -}}
 {{- $found := dict -}}
@@ -156,4 +156,29 @@ containers:
       {{- toYaml .Values.certificates.selfManaged.resources | nindent 6 }}
     securityContext:
       {{- include "quotaguard.containerSecurityContext" . | nindent 6 }}
+{{- end }}
+
+{{/* A pod template's metadata: the chart-wide podLabels and podAnnotations, the component's
+     own (`own`, its values) over them, and the selector labels over both, so that no value can
+     take a pod out of its Deployment. */}}
+{{- define "quotaguard.podMetadata" -}}
+{{- $values := .root.Values -}}
+{{- $own := .own | default dict -}}
+{{- $selector := include "quotaguard.selector" .component | fromYaml -}}
+{{- $labels := merge $selector (deepCopy ($own.podLabels | default dict)) (deepCopy ($values.podLabels | default dict)) -}}
+{{- $annotations := merge (deepCopy ($own.podAnnotations | default dict)) (deepCopy ($values.podAnnotations | default dict)) -}}
+labels:
+  {{- toYaml $labels | nindent 2 }}
+{{- with $annotations }}
+annotations:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- end }}
+
+{{/* A deployment's affinity: replicas preferably on different nodes, and the `affinity` value
+     merged over it (a nodeAffinity is added; a list it sets replaces ours). */}}
+{{- define "quotaguard.affinity" -}}
+{{- $term := dict "topologyKey" "kubernetes.io/hostname" "labelSelector" (dict "matchLabels" (include "quotaguard.selector" .component | fromYaml)) -}}
+{{- $spread := dict "preferredDuringSchedulingIgnoredDuringExecution" (list (dict "weight" 100 "podAffinityTerm" $term)) -}}
+{{- toYaml (mergeOverwrite (dict "podAntiAffinity" $spread) (deepCopy (.affinity | default dict))) -}}
 {{- end }}
