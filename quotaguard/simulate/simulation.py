@@ -43,6 +43,7 @@ class Simulation:
     metrics: Mapping[ArmName, ArmMetrics]
     cache: AdmissionCache
     bound: float = 1.0  # the most utilisation any arm could reach (bound.py)
+    fluid_bound: float = 1.0  # the same if any GPU could serve any workload
 
     @property
     def arms(self) -> tuple[ArmName, ...]:
@@ -129,6 +130,14 @@ def simulate(
         report = (lambda done, arm=arm: progress(arm, done)) if progress else None
         runs[arm] = run_arm(shared, arm, progress=report)
     metrics = {arm: arm_metrics(shared, run) for arm, run in runs.items()}
+    bound = bound_utilization(shared, runs)
     return Simulation(
-        policy, trace, shared, runs, metrics, cache, bound=bound_utilization(shared, runs)
+        policy,
+        trace,
+        shared,
+        runs,
+        metrics,
+        cache,
+        bound=bound.utilization,
+        fluid_bound=bound.fluid,
     )

@@ -129,9 +129,9 @@ def bound(simulation: Simulation) -> Iterator[str]:
     reached = simulation.metrics[arm].overall.utilization
     share = f", {100 * reached / simulation.bound:.0f}% of it" if simulation.bound else ""
     yield (
-        f"No arm could pass {percent(simulation.bound)} on this trace (the bound: demand and "
-        f"capacity alone, no quotas, no nodes); the {arm} arm reaches {percent(reached)}"
-        f"{share}."
+        f"No arm could pass {percent(simulation.bound)} on this trace (the bound: demand, "
+        "capacity and the classes each workload may run on; no quotas, no nodes); the "
+        f"{arm} arm reaches {percent(reached)}{share}."
     )
 
 
