@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from quotaguard.simulate.arms import ARMS
 from quotaguard.simulate.engine import ArmRun
@@ -96,6 +96,9 @@ def fluid_bound(
 class Bound:
     utilization: float  # respecting what each workload may run on (`bound.utilization`)
     fluid: float  # any GPU serving any workload (`bound.fluid`), never below `utilization`
+    # per arm, the bound of the arms that run the pods as it does (`bound.arms`): what the
+    # arm itself is measured against
+    arms: Mapping[str, float] = field(default_factory=dict)
 
 
 def bound_utilization(shared: Setup, runs: Mapping[str, ArmRun]) -> Bound:
@@ -104,13 +107,18 @@ def bound_utilization(shared: Setup, runs: Mapping[str, ArmRun]) -> Bound:
     bounded on its own and the larger figure bounds them all."""
     capacity = shared.capacity_gpus
     if capacity <= 0 or shared.horizon <= 0:
-        return Bound(0.0, 0.0)
+        return Bound(0.0, 0.0, {name: 0.0 for name in runs})
     kinds: dict[str, dict[str, ArmRun]] = {}
     for name, run in runs.items():
         arm = ARMS.get(name)
         kinds.setdefault(arm.requests if arm is not None else "admitted", {})[name] = run
-    found = [_bound_of(shared, same) for same in kinds.values()] or [Bound(0.0, 0.0)]
-    return Bound(max(bound.utilization for bound in found), max(bound.fluid for bound in found))
+    found = {kind: _bound_of(shared, same) for kind, same in kinds.items()}
+    arms = {name: found[kind].utilization for kind, same in kinds.items() for name in same}
+    return Bound(
+        max((bound.utilization for bound in found.values()), default=0.0),
+        max((bound.fluid for bound in found.values()), default=0.0),
+        {name: arms[name] for name in runs},
+    )
 
 
 def _bound_of(shared: Setup, runs: Mapping[str, ArmRun]) -> Bound:

@@ -55,6 +55,7 @@ def result_json(simulation: Simulation) -> dict[str, Any]:
     document["bound"] = {
         "utilization": round(simulation.bound, 4),
         "fluid": round(simulation.fluid_bound, 4),
+        "arms": {arm: round(value, 4) for arm, value in simulation.arm_bounds.items()},
     }
     document["preemption"] = preemption_json(simulation.setup.preemption)
     document["scoring"] = simulation.setup.scoring

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from quotaguard.policy.model import TenantPolicy
 from quotaguard.simulate.arms import ARMS
@@ -44,6 +44,8 @@ class Simulation:
     cache: AdmissionCache
     bound: float = 1.0  # the most utilisation any arm could reach (bound.py)
     fluid_bound: float = 1.0  # the same if any GPU could serve any workload
+    # per arm, the bound of the arms that run the pods as it does (written or admitted)
+    arm_bounds: Mapping[ArmName, float] = field(default_factory=dict)
 
     @property
     def arms(self) -> tuple[ArmName, ...]:
@@ -140,4 +142,5 @@ def simulate(
         cache,
         bound=bound.utilization,
         fluid_bound=bound.fluid,
+        arm_bounds=bound.arms,
     )
