@@ -52,7 +52,11 @@ def result_json(simulation: Simulation) -> dict[str, Any]:
     }
     if simulation.reference is not None:
         document["reference"] = {"baseline": "pool", **metrics_json(simulation.reference)}
-    document["bound"] = {"utilization": round(simulation.bound, 4)}
+    document["bound"] = {
+        "utilization": round(simulation.bound, 4),
+        "fluid": round(simulation.fluid_bound, 4),
+        "arms": {arm: round(value, 4) for arm, value in simulation.arm_bounds.items()},
+    }
     document["preemption"] = preemption_json(simulation.setup.preemption)
     document["scoring"] = simulation.setup.scoring
     return document
@@ -78,7 +82,10 @@ def _arm_lines(simulation: Simulation) -> list[str]:
             applied = "" if mode == "apply" else f"; policy mode {mode}, simulated as apply"
             summary += f" ({format_span(setup.interval)}{applied})"
         lines.append(f"{arm + ':':<{width}} {summary}")
-    bound = "the most any arm could reach: demand and capacity alone, no quotas, no nodes"
+    bound = (
+        "the most any arm could reach: demand, capacity and the classes each workload may "
+        f"run on; no quotas, no nodes (any GPU for any workload: {percent(simulation.fluid_bound)})"
+    )
     lines.append(f"{'bound:':<{width}} {bound}")
     return lines
 

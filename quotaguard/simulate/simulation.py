@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from quotaguard.policy.model import TenantPolicy
 from quotaguard.simulate.arms import ARMS
@@ -43,6 +43,9 @@ class Simulation:
     metrics: Mapping[ArmName, ArmMetrics]
     cache: AdmissionCache
     bound: float = 1.0  # the most utilisation any arm could reach (bound.py)
+    fluid_bound: float = 1.0  # the same if any GPU could serve any workload
+    # per arm, the bound of the arms that run the pods as it does (written or admitted)
+    arm_bounds: Mapping[ArmName, float] = field(default_factory=dict)
 
     @property
     def arms(self) -> tuple[ArmName, ...]:
@@ -129,6 +132,15 @@ def simulate(
         report = (lambda done, arm=arm: progress(arm, done)) if progress else None
         runs[arm] = run_arm(shared, arm, progress=report)
     metrics = {arm: arm_metrics(shared, run) for arm, run in runs.items()}
+    bound = bound_utilization(shared, runs)
     return Simulation(
-        policy, trace, shared, runs, metrics, cache, bound=bound_utilization(shared, runs)
+        policy,
+        trace,
+        shared,
+        runs,
+        metrics,
+        cache,
+        bound=bound.utilization,
+        fluid_bound=bound.fluid,
+        arm_bounds=bound.arms,
     )

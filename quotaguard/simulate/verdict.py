@@ -127,11 +127,12 @@ def over_pool(simulation: Simulation) -> Iterator[str]:
 def bound(simulation: Simulation) -> Iterator[str]:
     arm = _main_arm(simulation)
     reached = simulation.metrics[arm].overall.utilization
-    share = f", {100 * reached / simulation.bound:.0f}% of it" if simulation.bound else ""
+    own = simulation.arm_bounds.get(arm, simulation.bound)
+    share = f", {100 * reached / own:.0f}% of what its pods allow" if own else ""
     yield (
-        f"No arm could pass {percent(simulation.bound)} on this trace (the bound: demand and "
-        f"capacity alone, no quotas, no nodes); the {arm} arm reaches {percent(reached)}"
-        f"{share}."
+        f"No arm could pass {percent(simulation.bound)} on this trace (the bound: demand, "
+        "capacity and the classes each workload may run on; no quotas, no nodes); the "
+        f"{arm} arm reaches {percent(reached)}{share}."
     )
 
 

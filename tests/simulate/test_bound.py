@@ -4,6 +4,7 @@ useful utilisation stay at or under `bound.utilization` (demand and capacity alo
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -81,7 +82,9 @@ def workloads(draw: st.DrawFn) -> list[dict[str, Any]]:
 
 
 @settings(
-    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    max_examples=int(os.environ.get("QUOTAGUARD_EXAMPLES", "40")),
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
 )
 @given(
     inventory=nodes(),
@@ -100,8 +103,12 @@ def test_no_arm_exceeds_the_bound(policy, inventory, trace, preemption, scoring)
     for name, metrics in simulation.metrics.items():
         overall = metrics.overall
         assert overall.utilization <= simulation.bound + 1e-9, (name, text)
+        # and under the bound of the arms that run the pods as it does
+        assert overall.utilization <= simulation.arm_bounds[name] + 1e-9, (name, text)
+        assert simulation.arm_bounds[name] <= simulation.bound
         assert overall.useful_utilization <= overall.utilization + 1e-9, (name, text)
     document = result_json(simulation)
     for name in simulation.metrics:
         assert document[name]["usefulUtilization"] <= document["bound"]["utilization"]
         assert document[name]["utilization"] <= document["bound"]["utilization"]
+        assert document[name]["utilization"] <= document["bound"]["arms"][name]
