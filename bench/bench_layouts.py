@@ -32,7 +32,8 @@ def measure(nodes: int, repeat: int) -> tuple[float, float, int]:
     changes = 0
     for _ in range(repeat):
         started = time.perf_counter()
-        layouts, capacity = plan_capacity(the_policy, cluster, [], wanted, now=1e6)
+        found = plan_capacity(the_policy, cluster, [], wanted, now=1e6, health_at=1e6)
+        layouts, capacity = found.layouts, found.capacity
         layout_best = min(layout_best, time.perf_counter() - started)
         started = time.perf_counter()
         plan(the_policy, capacity, wanted)

@@ -14,10 +14,13 @@ import json
 import sys
 import time
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from quotaguard.commands.common import positive_seconds, read_policy
 from quotaguard.kube.names import KUEUE_GROUP, KUEUE_VERSIONS, VOLCANO_GROUP, VOLCANO_VERSION
+
+if TYPE_CHECKING:
+    from quotaguard.planning.cycle import CycleReport
 
 KUEUE = (KUEUE_GROUP, KUEUE_VERSIONS, ("clusterqueues", "workloads"))
 VOLCANO = (VOLCANO_GROUP, (VOLCANO_VERSION,), ("queues", "podgroups"))
@@ -240,13 +243,8 @@ def _with_operator_configs(args: argparse.Namespace, policy: Any, api: Any, snap
 
 
 def run(args: argparse.Namespace) -> int:
-    from quotaguard.geometry.capacity import plan_capacity
-    from quotaguard.geometry.report import layout_rows
+    from quotaguard.planning.cycle import plan_cycle, seen_in_snapshot
     from quotaguard.quota.cluster import SnapshotError, load_snapshot, parse_objects
-    from quotaguard.quota.demand import activity_of, demand_of
-    from quotaguard.quota.queues import current_state
-    from quotaguard.quota.report import build_report
-    from quotaguard.quota.step import observe, plan_observed
 
     policy = read_policy(args.policy)
     if isinstance(policy, int):
@@ -272,36 +270,16 @@ def run(args: argparse.Namespace) -> int:
     for problem in snapshot.problems:
         print(f"{source}: warning: {problem}", file=sys.stderr)
     policy = _with_operator_configs(args, policy, api, snapshot)
-
     facts = _gpu_facts(args, policy, snapshot)
-    current = current_state(policy, snapshot)
-    # One snapshot is one step from nothing: weights follow the usage seen in it.
-    seen = observe(policy, demand_of(policy, snapshot, activity=facts.activity), 0.0)
-    # Layouts first: the quota plan is made on the capacity they leave (changing nodes at 0).
-    layouts, capacity = plan_capacity(
-        policy,
-        snapshot.nodes,
-        snapshot.pods,
-        seen.demand,
-        now=time.time(),
-        weights=seen.weights,
-        faulty_gpus=facts.faulty,
-    )
-    result = plan_observed(policy, capacity, seen, current=current).plan
-    report = build_report(
-        result,
-        current=current,
-        activity=activity_of(policy, snapshot, facts.activity),
-        telemetry=facts.summary(),
-    )
-    report["nodes"] = layout_rows(layouts)
-    sys.stdout.write(_render(report, args.output, layouts.mode))
-    for problem in result.problems:  # errors go to stderr, whatever stdout shows
+    # One snapshot is one cycle from nothing: weights follow the usage seen in it.
+    cycle = plan_cycle(policy, seen_in_snapshot(policy, snapshot, facts), time.time())
+    sys.stdout.write(_render(cycle.report, args.output, cycle.layouts.mode))
+    for problem in cycle.plan.problems:  # errors go to stderr, whatever stdout shows
         print(f"{args.policy}: {problem}", file=sys.stderr)
-    return 1 if result.problems else 0
+    return 1 if cycle.plan.problems else 0
 
 
-def _render(report: dict[str, Any], output: str, layout_mode: Any) -> str:
+def _render(report: CycleReport, output: str, layout_mode: str) -> str:
     """The report as `--output` asks: the same dict behind every format."""
     from quotaguard.geometry.report import format_layouts
     from quotaguard.quota.report import format_table, to_csv

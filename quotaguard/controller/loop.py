@@ -21,7 +21,6 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from typing import Any
 
 from quotaguard.controller import kueue, volcano
@@ -55,19 +54,16 @@ from quotaguard.controller.write import (
 )
 from quotaguard.geometry import operatorconfigs
 from quotaguard.geometry.apply import next_updates
-from quotaguard.geometry.capacity import plan_capacity
-from quotaguard.geometry.nodes import NodeView, node_views
+from quotaguard.geometry.nodes import NodeView
 from quotaguard.geometry.planner import LayoutPlan
-from quotaguard.geometry.report import layout_rows
 from quotaguard.kube.values import utc_timestamp
+from quotaguard.planning.cycle import CycleSettings, CycleState, plan_cycle, seen_in_snapshot
 from quotaguard.policy.model import Mode, TenantPolicy
 from quotaguard.quota.cluster import ClusterSnapshot, ParsedObjects, ResourceQuota, parse_objects
-from quotaguard.quota.demand import activity_of, demand_of
 from quotaguard.quota.diff import QueueChange, QueueWrite, writes_for
 from quotaguard.quota.planner import Plan, TenantPlan
-from quotaguard.quota.queues import QueueState, current_state
-from quotaguard.quota.report import build_report
-from quotaguard.quota.step import WEIGHT_HOLD_FRACTION, PlanState, observe, plan_observed
+from quotaguard.quota.queues import QueueState
+from quotaguard.quota.step import WEIGHT_HOLD_FRACTION
 from quotaguard.reports.history import QuotaHistory, points_for_span
 from quotaguard.reports.metrics import (
     CONTROLLER_INTERVALS,
@@ -171,7 +167,7 @@ class Controller:
         self.watches: dict[str, Watch] = {}
         self.leader: LeaderElector | None = None
         self._watch_configs: dict[str, object] = {}
-        self._state = PlanState()  # carried from one planning step to the next
+        self._state = CycleState()  # carried from one planning step to the next
         self._parsed = ParsedObjects()  # the cache parsed last interval: only changes re-read
         self._health = HealthMemory()  # faulty GPUs' quiet periods, carried the same way
         self._last_changes: dict[tuple[str, str], dict[str, Any]] = {}
@@ -467,40 +463,19 @@ class Controller:
     ) -> tuple[Plan, dict[str, QueueState], dict[str, Any]]:
         snapshot = parse_objects(objects, gpu_resources=policy.gpu_resources, memo=self._parsed)
         facts = self._gpu_facts(policy, metrics, snapshot, now)
-        observed = demand_of(policy, snapshot, activity=facts.activity)
-        seen = observe(
-            policy, observed, now, self._state, weight_tolerance=self.settings.weight_tolerance
+        settings = CycleSettings(
+            mode=mode,
+            weight_tolerance=self.settings.weight_tolerance,
+            from_previous=mode == "recommend",
         )
-        # Layouts first: quotas are planned on the capacity they leave (changing nodes at 0).
-        self._layouts, capacity = plan_capacity(
-            policy,
-            snapshot.nodes,
-            snapshot.pods,
-            seen.demand,
-            now=now,
-            weights=seen.weights,
-            faulty_gpus=facts.faulty,
+        cycle = plan_cycle(
+            policy, seen_in_snapshot(policy, snapshot, facts), now, self._state, settings
         )
-        self._layout_views = (
-            node_views(policy, snapshot.nodes, snapshot.pods, now) if self._layouts.nodes else []
-        )
-        current = current_state(policy, snapshot)
-        step = plan_observed(
-            policy, capacity, seen, current=current, from_previous=mode == "recommend"
-        )
-        self._state = step.state
-        the_plan = step.plan
-        if the_plan.mode != mode:
-            the_plan = _with_mode(the_plan, mode)
-        report = build_report(
-            the_plan,
-            current=current,
-            generated_at=datetime.fromtimestamp(now, UTC),
-            activity=activity_of(policy, snapshot, facts.activity),
-            telemetry=facts.summary(),
-        )
-        report["nodes"] = layout_rows(self._layouts)
-        return the_plan, current, report
+        self._state = cycle.state
+        self._layouts = cycle.layouts
+        self._layout_views = list(cycle.views) if cycle.layouts.nodes else []
+        report: dict[str, Any] = dict(cycle.report)
+        return cycle.plan, dict(cycle.seen.current), report
 
     # -- writing -----------------------------------------------------------------------------
 

@@ -49,15 +49,23 @@ def _gpu_count(node: Node, pool: PoolLayouts, gpu: str | None, current: str | No
 
 
 def node_views(
-    policy: TenantPolicy, nodes: Iterable[Node], pods: Iterable[Pod], now: float | None = None
+    policy: TenantPolicy,
+    nodes: Iterable[Node],
+    pods: Iterable[Pod],
+    now: float | None = None,
+    *,
+    busy: Mapping[str, int] | None = None,
 ) -> list[NodeView]:
     """Every node with GPUs (or in a pool), sorted by name; at `now`, a node within the quiet
-    period of a cleared GPU-health condition is not healthy yet."""
+    period of a cleared GPU-health condition is not healthy yet. `busy`: the GPU pods of the
+    nodes it names, where they are known better than `pods` say (the simulator's placement)."""
     pools = pool_layouts(policy)
-    busy: dict[str, int] = {}
+    counted_pods: dict[str, int] = {}
     for pod in pods:
         if pod.bound and pod.gpus and pod.node_name is not None:
-            busy[pod.node_name] = busy.get(pod.node_name, 0) + 1
+            counted_pods[pod.node_name] = counted_pods.get(pod.node_name, 0) + 1
+    if busy:
+        counted_pods.update(busy)
     views = []
     for node in sorted(nodes, key=lambda n: n.name):
         pool = pool_of(pools, node.labels)
@@ -71,7 +79,7 @@ def node_views(
             unschedulable=node.unschedulable,
             capacity=counted,
             allocatable={r: n for r, n in node.allocatable.items() if r.startswith("nvidia.com/")},
-            gpu_pods=busy.get(node.name, 0),
+            gpu_pods=counted_pods.get(node.name, 0),
         )
         if pool is not None:
             gpu = pool.pool.gpu or gpu_model(node.labels) or pool.gpu

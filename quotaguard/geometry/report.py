@@ -4,12 +4,21 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, TypedDict
 
 from quotaguard.geometry.planner import LayoutPlan
 
 
-def layout_rows(plan: LayoutPlan) -> list[dict[str, Any]]:
+class LayoutRow(TypedDict):
+    name: str
+    pool: str
+    current: str | None
+    target: str | None
+    action: str
+    reason: str
+
+
+def layout_rows(plan: LayoutPlan) -> list[LayoutRow]:
     """One row per node of a geometry pool; `action` says what happens to it now (keep, start,
     wait, changing, failed, skip)."""
     return [

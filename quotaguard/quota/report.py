@@ -7,13 +7,13 @@ import csv
 import io
 from collections.abc import Mapping
 from datetime import UTC, datetime
-from typing import Any, TypedDict
+from typing import Any, NotRequired, TypedDict
 
 from quotaguard.kube.values import utc_timestamp
 from quotaguard.quota.capacity import Outage
 from quotaguard.quota.cluster import ResourceQuota
 from quotaguard.quota.demand import ClassActivity
-from quotaguard.quota.planner import ClassPlan, Plan
+from quotaguard.quota.planner import ClassPlan, Plan, TenantPlan
 from quotaguard.quota.queues import QueueState
 
 
@@ -38,6 +38,77 @@ class ClassRow(TypedDict):
     faultyGpus: list[FaultyGpuRow]
 
 
+# The controller's last move of a quota (`from` is a keyword: the functional form).
+LastChange = TypedDict(
+    "LastChange", {"at": str, "from": int | None, "to": int, "reason": str, "applied": bool}
+)
+
+
+class ConflictRow(TypedDict):
+    """A queue field another field manager applied, left as it is."""
+
+    field: str
+    manager: str
+
+
+# One tenant's quota of one class (`class` is a keyword: the functional form). `idlePods` and
+# `idleGpuHours` only with GPU telemetry; `lastChange` only in the controller's report.
+QuotaRow = TypedDict(
+    "QuotaRow",
+    {
+        "class": str,
+        "resource": str,
+        "flavor": str,
+        "guaranteed": int,
+        "configuredGuarantee": int,
+        "max": int | None,
+        "nominal": int,
+        "target": int,
+        "borrowingLimit": int | None,
+        "lendingLimit": int,
+        "usage": int,
+        "pending": int,
+        "overQuota": bool,
+        "current": CurrentQuota | None,
+        "reason": str,
+        "allocated": int,
+        "used": float | None,
+        "idle": int | None,
+        "idlePods": NotRequired[list[str]],
+        "idleGpuHours": NotRequired[float],
+        "lastChange": NotRequired[LastChange | None],
+    },
+)
+
+
+class TenantRow(TypedDict):
+    """One tenant's queue; `conflicts` only in the controller's report."""
+
+    name: str
+    queue: str
+    baseWeight: float
+    weight: float
+    currentWeight: float | None
+    flavorOrder: list[str]
+    flavorFungibility: dict[str, Any] | None
+    classes: list[QuotaRow]
+    conflicts: NotRequired[list[ConflictRow]]
+
+
+class QuotaReport(TypedDict):
+    """The report of a quota plan (the planning cycle adds the layouts' `nodes`)."""
+
+    policy: str
+    mode: str
+    generatedAt: str
+    backend: str
+    cohort: str
+    problems: list[str]
+    classes: list[ClassRow]
+    tenants: list[TenantRow]
+    telemetry: dict[str, Any] | None
+
+
 def _current(quota: ResourceQuota | None) -> CurrentQuota | None:
     if quota is None:
         return None
@@ -52,23 +123,12 @@ def _faulty(outage: Outage) -> FaultyGpuRow:
     return {"node": outage.node, "gpu": outage.gpu, "reason": outage.reason}
 
 
-def _activity(row: ClassPlan, activity: ClassActivity | None, observed: bool) -> dict[str, Any]:
-    """Allocated against used: `idle` and `used` are null without telemetry."""
-    if not observed:
-        return {"allocated": row.usage, "used": None, "idle": None}
-    found = activity or ClassActivity()
-    return {
-        "allocated": row.usage,
-        # rounded once here: summed per pod, a small share rounded each time would vanish
-        "used": round(found.used, 3),
-        "idle": found.idle,
-        "idlePods": list(found.idle_pods),
-        "idleGpuHours": round(found.idle_gpu_hours, 3),
-    }
-
-
-def _class_row(row: ClassPlan, current: ResourceQuota | None) -> dict[str, Any]:
-    return {
+def _quota_row(
+    row: ClassPlan, current: ResourceQuota | None, activity: ClassActivity | None, observed: bool
+) -> QuotaRow:
+    """The plan's row next to the queue's quota now; allocated against used (`idle` and `used`
+    are null without telemetry)."""
+    built: QuotaRow = {
         "class": row.class_name,
         "resource": row.resource,
         "flavor": row.flavor,
@@ -84,6 +144,41 @@ def _class_row(row: ClassPlan, current: ResourceQuota | None) -> dict[str, Any]:
         "overQuota": row.over_quota,
         "current": _current(current),
         "reason": row.reason,
+        "allocated": row.usage,
+        "used": None,
+        "idle": None,
+    }
+    if observed:
+        found = activity or ClassActivity()
+        # rounded once here: summed per pod, a small share rounded each time would vanish
+        built["used"] = round(found.used, 3)
+        built["idle"] = found.idle
+        built["idlePods"] = list(found.idle_pods)
+        built["idleGpuHours"] = round(found.idle_gpu_hours, 3)
+    return built
+
+
+def _tenant_row(
+    tenant: TenantPlan,
+    state: QueueState | None,
+    activity: Mapping[str, ClassActivity],
+    observed: bool,
+) -> TenantRow:
+    quotas = state.quotas if state is not None else {}
+    return {
+        "name": tenant.name,
+        "queue": tenant.queue,
+        "baseWeight": tenant.base_weight,
+        "weight": tenant.weight,
+        "currentWeight": state.weight if state is not None else None,
+        "flavorOrder": list(tenant.flavor_order),
+        "flavorFungibility": (
+            tenant.fungibility.model_dump(by_alias=True) if tenant.fungibility else None
+        ),
+        "classes": [
+            _quota_row(row, quotas.get(row.class_name), activity.get(row.class_name), observed)
+            for row in tenant.classes
+        ],
     }
 
 
@@ -94,8 +189,8 @@ def build_report(
     generated_at: datetime | None = None,
     activity: Mapping[str, Mapping[str, ClassActivity]] | None = None,
     telemetry: Mapping[str, Any] | None = None,
-) -> dict[str, Any]:
-    """The report dict of a plan; `current` fills each row's `current` (null without it).
+) -> QuotaReport:
+    """The report of a plan; `current` fills each row's `current` (null without it).
 
     `telemetry` (the GPU telemetry's summary) and `activity` (allocated, used and idle units
     per tenant and class) fill `telemetry` and each row's `idle`/`used`; null without them."""
@@ -103,32 +198,6 @@ def build_report(
     observed = telemetry is not None and bool(telemetry.get("available"))
     activity = activity or {}
     moment = generated_at or datetime.now(UTC)
-    tenants = []
-    for tenant in plan.tenants:
-        state = current.get(tenant.name)
-        quotas = state.quotas if state is not None else {}
-        tenants.append(
-            {
-                "name": tenant.name,
-                "queue": tenant.queue,
-                "baseWeight": tenant.base_weight,
-                "weight": tenant.weight,
-                "currentWeight": state.weight if state is not None else None,
-                "flavorOrder": list(tenant.flavor_order),
-                "flavorFungibility": (
-                    tenant.fungibility.model_dump(by_alias=True) if tenant.fungibility else None
-                ),
-                "classes": [
-                    {
-                        **_class_row(row, quotas.get(row.class_name)),
-                        **_activity(
-                            row, activity.get(tenant.name, {}).get(row.class_name), observed
-                        ),
-                    }
-                    for row in tenant.classes
-                ],
-            }
-        )
     classes: list[ClassRow] = [
         {
             "name": row.name,
@@ -148,7 +217,10 @@ def build_report(
         "cohort": plan.cohort,
         "problems": list(plan.problems),
         "classes": classes,
-        "tenants": tenants,
+        "tenants": [
+            _tenant_row(tenant, current.get(tenant.name), activity.get(tenant.name, {}), observed)
+            for tenant in plan.tenants
+        ],
         "telemetry": dict(telemetry) if telemetry is not None else None,
     }
 

@@ -30,25 +30,24 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from quotaguard.simulate.arm_controller import ArmController, planned_cohort
 from quotaguard.simulate.arms import (
     ARMS,
     Arm,
-    QuotaController,
     dynamic_bounds,
-    planned_cohort,
     static_cohort,
 )
 from quotaguard.simulate.arrivals import Arrival, Verdict
-from quotaguard.simulate.geometry_arm import GeometryController, LayoutChange
+from quotaguard.simulate.geometry_arm import LayoutChange
 from quotaguard.simulate.placement import Assignment, Cluster, Gang
 from quotaguard.simulate.queueing import QueuedWorkload, QueueModel
 from quotaguard.simulate.setup import Setup, StaticBaseline, setup
 
 __all__ = [
     "ARMS",
+    "ArmController",
     "ArmName",
     "ArmRun",
-    "QuotaController",
     "Series",
     "Setup",
     "StaticBaseline",
@@ -389,6 +388,6 @@ def run_arm(shared: Setup, arm: ArmName | Arm, *, progress: Progress | None = No
                 break
     report(horizon)
     replay.run.plans = replay.controller.runs if replay.controller else 0
-    if isinstance(replay.controller, GeometryController):
+    if isinstance(replay.controller, ArmController):
         replay.run.layout_changes = tuple(replay.controller.changes)
     return replay.run
