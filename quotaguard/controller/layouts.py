@@ -9,12 +9,14 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from quotaguard.controller.watch import JsonObject
+from quotaguard.controller.watch import JsonObject, Watch
 from quotaguard.controller.write import emit_event, event_body
-from quotaguard.geometry.apply import patch_body
+from quotaguard.geometry.apply import next_updates, patch_body
 from quotaguard.geometry.nodes import NodeView
 from quotaguard.geometry.progress import Update
 from quotaguard.kube.client import status_code
+from quotaguard.planning.cycle import Cycle
+from quotaguard.policy.model import TenantPolicy
 from quotaguard.reports.metrics import LAYOUT_CHANGES
 
 log = logging.getLogger("quotaguard.controller.layouts")
@@ -25,6 +27,35 @@ class NodeWrite:
     node: str
     result: str  # patched, conflict, error, not_leader
     outcome: str | None = None
+
+
+def change_layouts(
+    core: Any,
+    policy: TenantPolicy,
+    cycle: Cycle,
+    nodes: Watch | None,
+    *,
+    may_write: Callable[[], bool],
+    identity: str,
+    request_timeout: float,
+) -> tuple[NodeWrite, ...]:
+    """Start the changes the cycle's layout plan starts and move those in progress one step
+    (only in geometry mode apply; blocking, a worker thread); `nodes`: the nodes' watch."""
+    views = cycle.views if cycle.layouts.nodes else ()
+    updates = next_updates(policy, cycle.layouts, views, cycle.at)
+    if not updates:
+        return ()
+    cached = {obj["metadata"]["name"]: obj for obj in (nodes.objects() if nodes else [])}
+    return tuple(
+        apply_updates(
+            core,
+            updates,
+            cached,
+            may_write=may_write,
+            identity=identity,
+            request_timeout=request_timeout,
+        )
+    )
 
 
 def apply_updates(

@@ -82,16 +82,21 @@ def node_views(
             gpu_pods=counted_pods.get(node.name, 0),
         )
         if pool is not None:
-            gpu = pool.pool.gpu or gpu_model(node.labels) or pool.gpu
-            current = pool.current(node.labels)
-            view = replace(
-                view,
-                pool=pool,
-                gpu=gpu,
-                gpus=_gpu_count(node, pool, gpu, current),
-                current=current,
-                progress=Progress.from_annotation(node.annotations.get(PROGRESS_ANNOTATION)),
-                changed_at=changed_at(node.annotations),
-            )
+            view = _in_pool(view, node, pool)
         views.append(view)
     return views
+
+
+def _in_pool(view: NodeView, node: Node, pool: PoolLayouts) -> NodeView:
+    """The view of a node of a geometry pool: its GPU model and count, layout and progress."""
+    gpu = pool.pool.gpu or gpu_model(node.labels) or pool.gpu
+    current = pool.current(node.labels)
+    return replace(
+        view,
+        pool=pool,
+        gpu=gpu,
+        gpus=_gpu_count(node, pool, gpu, current),
+        current=current,
+        progress=Progress.from_annotation(node.annotations.get(PROGRESS_ANNOTATION)),
+        changed_at=changed_at(node.annotations),
+    )
