@@ -17,10 +17,11 @@ from quotaguard.policy.model import TenantPolicy
 from quotaguard.quota.demand import ClassDemand
 from quotaguard.quota.planner import Plan
 from quotaguard.quota.step import WEIGHT_HOLD_FRACTION
+from quotaguard.simulate.cohort import CohortConfig, QueueConfig, Quota
 from quotaguard.simulate.geometry_arm import LayoutChange, SimulatedNodes, applying_policy
 from quotaguard.simulate.placement import Cluster
 from quotaguard.simulate.preemption import Preemption
-from quotaguard.simulate.queueing import CohortConfig, QueueConfig, QueueModel, Quota
+from quotaguard.simulate.queueing import QueueModel
 from quotaguard.simulate.setup import Setup
 
 

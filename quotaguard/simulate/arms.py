@@ -37,16 +37,11 @@ from quotaguard.quota.capacity import ClassCapacity
 from quotaguard.quota.planner import plan, quota_of
 from quotaguard.simulate.arm_controller import ArmController, cohort_resources, planned_cohort
 from quotaguard.simulate.arrivals import Arrival, Verdict
+from quotaguard.simulate.cohort import CohortConfig, QueueConfig, Quota, most_admissible
 from quotaguard.simulate.geometry_arm import widest_capacity
 from quotaguard.simulate.placement import Cluster
 from quotaguard.simulate.preemption import PRESETS, Preemption
-from quotaguard.simulate.queueing import (
-    CohortConfig,
-    QueueConfig,
-    QueueModel,
-    Quota,
-    most_admissible,
-)
+from quotaguard.simulate.queueing import QueueModel
 from quotaguard.simulate.setup import Setup, StaticBaseline
 
 Requests = Literal["admitted", "written"]  # what the arm's pods ask for

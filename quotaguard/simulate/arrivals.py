@@ -18,7 +18,7 @@ from quotaguard.kube.podspec import pod_gpus, pod_templates, workload_kind
 from quotaguard.policy.fungibility import class_order, compatible
 from quotaguard.policy.model import GpuClass, Tenant, TenantPolicy
 from quotaguard.simulate.placement import Gang, PodNeed
-from quotaguard.simulate.queueing import Request, request_of
+from quotaguard.simulate.queued import Request, request_of
 from quotaguard.simulate.trace import Trace
 
 MAX_OPTIONS = 8  # flavor combinations tried for one workload

@@ -40,7 +40,8 @@ from quotaguard.simulate.arms import (
 from quotaguard.simulate.arrivals import Arrival, Verdict
 from quotaguard.simulate.geometry_arm import LayoutChange
 from quotaguard.simulate.placement import Assignment, Cluster, Gang
-from quotaguard.simulate.queueing import QueuedWorkload, QueueModel
+from quotaguard.simulate.queued import QueuedWorkload
+from quotaguard.simulate.queueing import QueueModel
 from quotaguard.simulate.setup import Setup, StaticBaseline, setup
 
 __all__ = [
