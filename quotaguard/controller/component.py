@@ -7,9 +7,8 @@ import contextlib
 
 from quotaguard.controller.kube import KubeClients
 from quotaguard.controller.loop import Controller, ControllerSettings
+from quotaguard.reports.component import REPORT_SOURCE
 from quotaguard.serve.components import ServeContext, StartupError
-
-SHARED_KEY = "controller"
 
 
 async def start(ctx: ServeContext) -> None:
@@ -29,7 +28,7 @@ async def start(ctx: ServeContext) -> None:
             gpu_operator_namespace=ctx.options.gpu_operator_namespace,
         ),
     )
-    ctx.shared[SHARED_KEY] = controller
+    ctx.provide(REPORT_SOURCE, controller)
     stop = asyncio.Event()
     ctx.run_task("controller", controller.run(stop))
 

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
-from quotaguard.reports.http import ReportSource, report_routes
-from quotaguard.serve.components import ServeContext
+from typing import Final
 
-CONTROLLER_KEY = "controller"  # what the controller component puts in ctx.shared
+from quotaguard.reports.http import ReportSource, report_routes
+from quotaguard.serve.components import ServeContext, Slot
+
+# What the controller component provides for the reports routes (started after it).
+REPORT_SOURCE: Final = Slot[ReportSource]("report-source")
 
 
 async def start(ctx: ServeContext) -> None:
-    source: ReportSource | None = ctx.shared.get(CONTROLLER_KEY)
-    ctx.add_routes(report_routes(source))
+    ctx.add_routes(report_routes(ctx.provided(REPORT_SOURCE)))
