@@ -233,6 +233,13 @@ def _hysteresis(rows: _Class, rebalance: Rebalance) -> None:
 def _fit_capacity(rows: _Class, rebalance: Rebalance) -> None:
     """Restore invariant 1 after bounded moves: hold increases back first (that keeps every
     move within its limits), then lower what is still above its target beyond the step."""
+    _hold_increases_back(rows, rebalance)
+    if sum(rows.nominal) > rows.budget:
+        _lower_beyond_step(rows)
+
+
+def _hold_increases_back(rows: _Class, rebalance: Rebalance) -> None:
+    """Take the excess over the budget from the rows that rose, back towards their baselines."""
     nominal, budget = rows.nominal, rows.budget
     excess = sum(nominal) - budget
     floors = {
@@ -249,9 +256,12 @@ def _fit_capacity(rows: _Class, rebalance: Rebalance) -> None:
         if 0 < nominal[i] - (rows.baselines[i] or 0) < rebalance.min_change:
             nominal[i] = floors[i]
         rows.notes[i] = f"increase held back: capacity {budget} in use (target {rows.targets[i]})"
+
+
+def _lower_beyond_step(rows: _Class) -> None:
+    """Take what is still over the budget from the rows above their targets, past the step."""
+    nominal, budget = rows.nominal, rows.budget
     excess = sum(nominal) - budget
-    if excess <= 0:
-        return
     falling = [i for i, amount in enumerate(nominal) if amount > rows.targets[i]]
     room = [nominal[i] - rows.targets[i] for i in falling]
     for i, cut in zip(falling, apportion(excess, room), strict=True):

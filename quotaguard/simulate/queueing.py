@@ -88,6 +88,17 @@ class _Queue:
             del priorities[workload.priority]
 
 
+def _lowest_preemptible(queue: _Queue) -> int | None:
+    """The lowest priority running in the queue, made comparable to "lower than" (equal
+    priorities count as lower under LowerOrNewerEqualPriority); None: nothing runs."""
+    lowest = min(queue.running_priorities, default=None)
+    if lowest is not None and queue.config.preemption.within_cluster_queue == (
+        "LowerOrNewerEqualPriority"
+    ):
+        lowest -= 1
+    return lowest
+
+
 def _preempting_heads(
     name: str, queue: _Queue, borrowers: Mapping[str, list[str]]
 ) -> Iterator[QueuedWorkload]:
@@ -102,10 +113,7 @@ def _preempting_heads(
         heads = [min(heads, key=QueuedWorkload.queue_key)]
     reclaim = policy.reclaim_within_cohort != "Never"
     within = policy.within_cluster_queue
-    # the lowest priority running in the queue, made comparable to "lower than"
-    lowest = min(queue.running_priorities, default=None)
-    if lowest is not None and within == "LowerOrNewerEqualPriority":
-        lowest -= 1
+    lowest = _lowest_preemptible(queue)
     for head in heads:
         reclaimable = reclaim and any(
             other != name for c, _ in head.request for other in borrowers.get(c, ())
@@ -307,21 +315,7 @@ class QueueModel:
             return []
         admitted: list[QueuedWorkload] = []
         while True:
-            chosen: QueuedWorkload | None = None
-            chosen_request: Request = ()
-            chosen_key: tuple[bool, float, int, float, int] | None = None
-            for name, queue in self._queues.items():
-                if not queue.pending:
-                    continue
-                found = self._candidate(queue)
-                if found is None:
-                    continue
-                candidate, request = found
-                borrowing = self.borrows(name, request)
-                share = self.share(name, request) if borrowing else 0.0
-                key = (borrowing, share, -candidate.priority, candidate.arrival, candidate.id)
-                if chosen_key is None or key < chosen_key:
-                    chosen, chosen_key, chosen_request = candidate, key, request
+            chosen, chosen_request, chosen_key = self._first_candidate()
             if self._preempting and (chosen_key is None or chosen_key[0]):
                 # a workload that fits only by borrowing waits behind one that can reclaim
                 # its own nominal quota, as Kueue's scheduler orders them
@@ -336,6 +330,28 @@ class QueueModel:
             admitted.append(chosen)
         self._changed = False
         return admitted
+
+    def _first_candidate(
+        self,
+    ) -> tuple[QueuedWorkload | None, Request, tuple[bool, float, int, float, int] | None]:
+        """Across the queues' candidates, the one Kueue's scheduler takes first: fits within
+        nominal quota, then the lowest share it would leave, then priority, then age."""
+        chosen: QueuedWorkload | None = None
+        chosen_request: Request = ()
+        chosen_key: tuple[bool, float, int, float, int] | None = None
+        for name, queue in self._queues.items():
+            if not queue.pending:
+                continue
+            found = self._candidate(queue)
+            if found is None:
+                continue
+            candidate, request = found
+            borrowing = self.borrows(name, request)
+            share = self.share(name, request) if borrowing else 0.0
+            key = (borrowing, share, -candidate.priority, candidate.arrival, candidate.id)
+            if chosen_key is None or key < chosen_key:
+                chosen, chosen_key, chosen_request = candidate, key, request
+        return chosen, chosen_request, chosen_key
 
     # -- preemption ----------------------------------------------------------------------
 
