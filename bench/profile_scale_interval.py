@@ -33,9 +33,8 @@ from quotaguard.controller.trim import (
     whole_spec_trimmer,
     workload_trimmer,
 )
-from quotaguard.planning.cycle import CycleSettings
+from quotaguard.planning.cycle import WEIGHT_HOLD_FRACTION, CycleSettings
 from quotaguard.policy.model import TenantPolicy
-from quotaguard.quota.step import WEIGHT_HOLD_FRACTION
 
 NO_TELEMETRY = "no --prometheus-url given"
 

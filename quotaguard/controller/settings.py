@@ -12,9 +12,8 @@ from quotaguard.controller.layouts import NodeWrite
 from quotaguard.controller.watch import WatchSettings
 from quotaguard.controller.write import WriteOutcome
 from quotaguard.geometry import operatorconfigs
-from quotaguard.planning.cycle import CycleReport
+from quotaguard.planning.cycle import WEIGHT_HOLD_FRACTION, CycleReport
 from quotaguard.policy.model import Mode, TenantPolicy
-from quotaguard.quota.step import WEIGHT_HOLD_FRACTION
 
 PolicySource = Callable[[], TenantPolicy]
 

@@ -2,6 +2,7 @@
 that the controller, `quotaguard plan` and the simulator share (`plan_cycle`)."""
 
 from quotaguard.planning.cycle import (
+    WEIGHT_HOLD_FRACTION,
     ClusterSeen,
     Cycle,
     CycleReport,
@@ -12,6 +13,7 @@ from quotaguard.planning.cycle import (
 )
 
 __all__ = [
+    "WEIGHT_HOLD_FRACTION",
     "ClusterSeen",
     "Cycle",
     "CycleReport",

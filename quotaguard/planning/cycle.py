@@ -31,6 +31,11 @@ from quotaguard.quota.report import QuotaReport, build_report
 from quotaguard.quota.step import Observed, PlanState, observe, plan_observed
 from quotaguard.telemetry.facts import GpuFacts
 
+# A fair-share weight moves a little every interval as usage decays; writing every such move,
+# or sharing quotas by it, would update every queue every interval. Moves up to this fraction
+# are left for later. The controller's default, and the simulator's, which plans as it does.
+WEIGHT_HOLD_FRACTION = 0.05
+
 
 class CycleReport(QuotaReport):
     """The report of one cycle: the quota report and the layout plan's `nodes`."""

@@ -25,11 +25,6 @@ from quotaguard.quota.weights import (
     usage_in_gpus,
 )
 
-# A fair-share weight moves a little every interval as usage decays; writing every such move,
-# or sharing quotas by it, would update every queue every interval. Moves up to this fraction
-# are left for later. The controller's default, and the simulator's, which plans as it does.
-WEIGHT_HOLD_FRACTION = 0.05
-
 
 @dataclass(frozen=True, slots=True)
 class PlanState:

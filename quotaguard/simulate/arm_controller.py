@@ -12,11 +12,16 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from quotaguard.geometry.apply import next_updates
-from quotaguard.planning.cycle import ClusterSeen, CycleSettings, CycleState, plan_cycle
+from quotaguard.planning.cycle import (
+    WEIGHT_HOLD_FRACTION,
+    ClusterSeen,
+    CycleSettings,
+    CycleState,
+    plan_cycle,
+)
 from quotaguard.policy.model import TenantPolicy
 from quotaguard.quota.demand import ClassDemand
 from quotaguard.quota.planner import Plan
-from quotaguard.quota.step import WEIGHT_HOLD_FRACTION
 from quotaguard.simulate.cohort import CohortConfig, QueueConfig, Quota
 from quotaguard.simulate.geometry_arm import LayoutChange, SimulatedNodes, applying_policy
 from quotaguard.simulate.placement import Cluster

@@ -15,12 +15,17 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from quotaguard.controller.loop import Controller, ControllerSettings
-from quotaguard.planning.cycle import ClusterSeen, CycleSettings, CycleState, plan_cycle
+from quotaguard.planning.cycle import (
+    WEIGHT_HOLD_FRACTION,
+    ClusterSeen,
+    CycleSettings,
+    CycleState,
+    plan_cycle,
+)
 from quotaguard.policy.loader import load_policy_file
 from quotaguard.quota.capacity import class_capacity
 from quotaguard.quota.cluster import Node
 from quotaguard.quota.demand import ClassDemand
-from quotaguard.quota.step import WEIGHT_HOLD_FRACTION
 from quotaguard.simulate.arm_controller import ArmController
 from quotaguard.simulate.preemption import PRESETS
 from quotaguard.simulate.setup import Setup
