@@ -16,8 +16,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from quotaguard.geometry.capacity import plan_capacity
-from quotaguard.quota.planner import plan
+from quotaguard.geometry.layout_capacity import plan_capacity
+from quotaguard.quota.quota_planner import plan
 from tests.geometry.helpers import demand, node, policy
 
 TARGET_SECONDS = 1.0

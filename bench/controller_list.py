@@ -26,9 +26,9 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from quotaguard.controller.interval_planning import PlanningMemory, plan_interval
-from quotaguard.controller.kube import KubeClients, ServedGroups
-from quotaguard.controller.sources import TERMINATED_PODS_EXCLUDED, wanted_sources
+from quotaguard.controller.kube_clients import KubeClients, ServedGroups
 from quotaguard.controller.watch import Watch
+from quotaguard.controller.watch_sources import TERMINATED_PODS_EXCLUDED, wanted_sources
 from quotaguard.kube.client import api_client
 from quotaguard.planning.cycle import CycleSettings
 from quotaguard.policy.loader import load_policy_file

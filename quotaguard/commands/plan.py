@@ -159,13 +159,13 @@ def _list_cluster(api: Any, backend: str) -> list[Any]:
 def _gpu_facts(args: argparse.Namespace, policy: Any, snapshot: Any) -> Any:
     """Telemetry judged against the snapshot; unreadable telemetry is a warning, never an
     error: the plan goes on as without it and says so."""
-    from quotaguard.telemetry.client import (
+    from quotaguard.telemetry.facts import judge, no_telemetry
+    from quotaguard.telemetry.metrics_sources import (
         MetricsFile,
         PrometheusClient,
         TelemetryError,
         TelemetrySource,
     )
-    from quotaguard.telemetry.facts import judge, no_telemetry
 
     source = args.gpu_metrics or args.prometheus_url
     if source is None:
@@ -281,15 +281,15 @@ def run(args: argparse.Namespace) -> int:
 
 def _render(report: CycleReport, output: str, layout_mode: str) -> str:
     """The report as `--output` asks: the same dict behind every format."""
-    from quotaguard.geometry.report import format_layouts
-    from quotaguard.quota.report import format_table, to_csv
+    from quotaguard.geometry.layout_report import format_layouts
+    from quotaguard.quota.quota_report import format_table, to_csv
 
     if output == "json":
         return json.dumps(report, indent=2) + "\n"
     if output == "csv":
         return to_csv(report)
     if output == "html":
-        from quotaguard.reports.html import render_report_page
+        from quotaguard.reports.report_page import render_report_page
 
         return render_report_page(report, [], now=time.time(), refresh_seconds=None)
     table = [format_table(report), *format_layouts(report["nodes"], layout_mode)]

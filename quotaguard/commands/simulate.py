@@ -88,9 +88,9 @@ def _without_faulty_gpus(policy: Any, trace: Any, path: str) -> Any:
     import dataclasses
 
     from quotaguard.policy.model import GpuHealth
-    from quotaguard.quota.capacity import without_faulty_gpus
-    from quotaguard.telemetry.client import MetricsFile, TelemetryError
+    from quotaguard.quota.class_capacity import without_faulty_gpus
     from quotaguard.telemetry.health import judge_health
+    from quotaguard.telemetry.metrics_sources import MetricsFile, TelemetryError
 
     settings: GpuHealth = policy.spec.rebalance.gpu_health
     try:
@@ -112,8 +112,8 @@ def _without_faulty_gpus(policy: Any, trace: Any, path: str) -> Any:
 
 def run(args: argparse.Namespace) -> int:
     from quotaguard.simulate.preemption import PRESETS
-    from quotaguard.simulate.report import render_text, result_json
     from quotaguard.simulate.simulation import simulate
+    from quotaguard.simulate.simulation_report import render_text, result_json
     from quotaguard.simulate.trace import TraceInvalid, load_trace
 
     policy = read_policy(args.policy)
@@ -143,7 +143,7 @@ def run(args: argparse.Namespace) -> int:
         if bar is not None:
             bar.close()
     if args.html:
-        from quotaguard.simulate.html import render_html
+        from quotaguard.simulate.simulation_page import render_html
 
         try:
             with open(args.html, "w", encoding="utf-8") as out:

@@ -9,7 +9,7 @@ from typing import Any
 
 from quotaguard.geometry import operatorconfigs
 from quotaguard.policy.model import TenantPolicy
-from quotaguard.telemetry.client import PrometheusClient, TelemetryError
+from quotaguard.telemetry.metrics_sources import PrometheusClient, TelemetryError
 from quotaguard.telemetry.series import GpuMetrics
 
 log = logging.getLogger("quotaguard.controller")

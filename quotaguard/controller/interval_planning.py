@@ -10,10 +10,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from quotaguard.controller.watch import JsonObject, collector_paused
+from quotaguard.metrics.controller_metrics import PLAN_CPU
 from quotaguard.planning.cycle import Cycle, CycleSettings, CycleState, plan_cycle, seen_in_snapshot
 from quotaguard.policy.model import TenantPolicy
 from quotaguard.quota.cluster import ClusterSnapshot, ParsedObjects, parse_objects
-from quotaguard.reports.metrics import PLAN_CPU
 from quotaguard.telemetry.facts import GpuFacts, judge, no_telemetry
 from quotaguard.telemetry.health import HealthMemory
 from quotaguard.telemetry.series import GpuMetrics

@@ -18,17 +18,15 @@ from dataclasses import dataclass
 from typing import Any
 
 from quotaguard.controller import kueue, volcano
-from quotaguard.controller.apply import FieldConflict
-from quotaguard.controller.kube import (
+from quotaguard.controller.kube_clients import (
     KUEUE_GROUP,
     VOLCANO_GROUP,
     VOLCANO_VERSION,
     KubeClients,
     ServedGroups,
 )
-from quotaguard.controller.manage import ensure_kueue_objects, ensure_volcano_objects
-from quotaguard.controller.watch import JsonObject, Watch
-from quotaguard.controller.write import (
+from quotaguard.controller.managed_objects import ensure_kueue_objects, ensure_volcano_objects
+from quotaguard.controller.queue_writer import (
     QueueApi,
     QueueWriter,
     SpecRules,
@@ -37,11 +35,13 @@ from quotaguard.controller.write import (
     emit_event,
     event_body,
 )
+from quotaguard.controller.server_side_apply import FieldConflict
+from quotaguard.controller.watch import JsonObject, Watch
 from quotaguard.policy.model import TenantPolicy
 from quotaguard.quota.cluster import ResourceQuota
 from quotaguard.quota.diff import QueueChange, QueueWrite, writes_for
-from quotaguard.quota.planner import Plan, TenantPlan
 from quotaguard.quota.queues import QueueState
+from quotaguard.quota.quota_planner import Plan, TenantPlan
 
 log = logging.getLogger("quotaguard.controller")
 

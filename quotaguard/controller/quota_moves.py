@@ -6,13 +6,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from quotaguard.controller.write import WriteOutcome
+from quotaguard.controller.queue_writer import WriteOutcome
 from quotaguard.kube.values import utc_timestamp
 from quotaguard.planning.cycle import CycleReport
 from quotaguard.policy.model import Mode
-from quotaguard.quota.planner import Plan
 from quotaguard.quota.queues import QueueState
-from quotaguard.quota.report import ConflictRow, LastChange, QuotaRow, TenantRow
+from quotaguard.quota.quota_planner import Plan
+from quotaguard.quota.quota_report import ConflictRow, LastChange, QuotaRow, TenantRow
 
 QuotaKey = tuple[str, str]  # tenant, class
 

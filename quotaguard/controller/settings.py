@@ -7,10 +7,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from quotaguard.controller.kube import ServedGroups
-from quotaguard.controller.layouts import NodeWrite
+from quotaguard.controller.kube_clients import ServedGroups
+from quotaguard.controller.node_layout_writes import NodeWrite
+from quotaguard.controller.queue_writer import WriteOutcome
 from quotaguard.controller.watch import WatchSettings
-from quotaguard.controller.write import WriteOutcome
 from quotaguard.geometry import operatorconfigs
 from quotaguard.planning.cycle import WEIGHT_HOLD_FRACTION, CycleReport
 from quotaguard.policy.model import Mode, TenantPolicy

@@ -5,11 +5,11 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 
-from quotaguard.geometry.layouts import PoolLayouts, class_offers, pool_layouts, pool_of
+from quotaguard.geometry.pool_layouts import PoolLayouts, class_offers, pool_layouts, pool_of
 from quotaguard.geometry.progress import PROGRESS_ANNOTATION, Progress, changed_at
 from quotaguard.policy.migconfig import GPU_COUNT_LABEL, gpu_model
 from quotaguard.policy.model import TenantPolicy
-from quotaguard.quota.capacity import node_is_faulty
+from quotaguard.quota.class_capacity import node_is_faulty
 from quotaguard.quota.cluster import Node, Pod
 
 

@@ -17,17 +17,17 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from functools import cached_property
 
-from quotaguard.geometry.capacity import plan_capacity
+from quotaguard.geometry.layout_capacity import plan_capacity
+from quotaguard.geometry.layout_planner import LayoutPlan
+from quotaguard.geometry.layout_report import LayoutRow, layout_rows
 from quotaguard.geometry.nodes import NodeView
-from quotaguard.geometry.planner import LayoutPlan
-from quotaguard.geometry.report import LayoutRow, layout_rows
 from quotaguard.policy.model import Mode, TenantPolicy
-from quotaguard.quota.capacity import ClassCapacity
+from quotaguard.quota.class_capacity import ClassCapacity
 from quotaguard.quota.cluster import ClusterSnapshot, Node, Pod
 from quotaguard.quota.demand import ClassActivity, Demand, activity_of, demand_of
-from quotaguard.quota.planner import Plan
 from quotaguard.quota.queues import QueueState, current_state
-from quotaguard.quota.report import QuotaReport, build_report
+from quotaguard.quota.quota_planner import Plan
+from quotaguard.quota.quota_report import QuotaReport, build_report
 from quotaguard.quota.step import Observed, PlanState, observe, plan_observed
 from quotaguard.telemetry.facts import GpuFacts
 

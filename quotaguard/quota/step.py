@@ -14,10 +14,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from quotaguard.policy.model import TenantPolicy
-from quotaguard.quota.capacity import ClassCapacity
+from quotaguard.quota.class_capacity import ClassCapacity
 from quotaguard.quota.demand import Demand, DemandSmoother
-from quotaguard.quota.planner import Plan, Planner
 from quotaguard.quota.queues import QueueState
+from quotaguard.quota.quota_planner import Plan, Planner
 from quotaguard.quota.weights import (
     UsageHistory,
     fair_share_weights,

@@ -26,7 +26,7 @@ from aiohttp import web
 
 from quotaguard.kube.documents import read_error
 from quotaguard.policy.model import Mode
-from quotaguard.serve.http import ReadinessCheck, StatusReport, build_http_app
+from quotaguard.serve.plain_http import ReadinessCheck, StatusReport, build_http_app
 from quotaguard.serve.policystore import DEFAULT_POLL_INTERVAL, PolicyStore
 
 log = logging.getLogger("quotaguard.serve")
@@ -35,9 +35,9 @@ log = logging.getLogger("quotaguard.serve")
 COMPONENTS: dict[str, str] = {
     # name -> "module:function"; the function is `async def start(ctx: ServeContext) -> None`.
     "webhook": "quotaguard.webhook.component:start",
-    "controller": "quotaguard.controller.component:start",
+    "controller": "quotaguard.controller.controller_component:start",
     # Each start() adds its routes, readiness checks, tasks and shutdown callbacks to ctx.
-    "reports": "quotaguard.reports.component:start",
+    "reports": "quotaguard.reports.reports_component:start",
 }
 
 EXIT_OK = 0

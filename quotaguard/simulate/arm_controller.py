@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from quotaguard.geometry.apply import next_updates
+from quotaguard.geometry.node_updates import next_updates
 from quotaguard.planning.cycle import (
     WEIGHT_HOLD_FRACTION,
     ClusterSeen,
@@ -21,7 +21,7 @@ from quotaguard.planning.cycle import (
 )
 from quotaguard.policy.model import TenantPolicy
 from quotaguard.quota.demand import ClassDemand
-from quotaguard.quota.planner import Plan
+from quotaguard.quota.quota_planner import Plan
 from quotaguard.simulate.cohort import CohortConfig, QueueConfig, Quota
 from quotaguard.simulate.geometry_arm import LayoutChange, SimulatedNodes, applying_policy
 from quotaguard.simulate.placement import Cluster

@@ -33,8 +33,8 @@ from dataclasses import dataclass
 from typing import Literal, Protocol
 
 from quotaguard.policy.model import TenantPolicy
-from quotaguard.quota.capacity import ClassCapacity
-from quotaguard.quota.planner import plan, quota_of
+from quotaguard.quota.class_capacity import ClassCapacity
+from quotaguard.quota.quota_planner import plan, quota_of
 from quotaguard.simulate.arm_controller import ArmController, cohort_resources, planned_cohort
 from quotaguard.simulate.arrivals import Arrival, Verdict
 from quotaguard.simulate.cohort import CohortConfig, QueueConfig, Quota, most_admissible

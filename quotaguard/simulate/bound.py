@@ -19,8 +19,8 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping
 
+from quotaguard.simulate.arm_replay import ArmRun
 from quotaguard.simulate.arms import ARMS
-from quotaguard.simulate.engine import ArmRun
 from quotaguard.simulate.geometry_arm import widest_gpus
 from quotaguard.simulate.setup import Setup
 

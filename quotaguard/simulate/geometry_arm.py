@@ -9,8 +9,8 @@ Every interval, in the controller's order:
    its new layout and reports `nvidia.com/mig.config.state: success` (its devices in the
    placement model are rebuilt from the layout). Until then it offers nothing.
 2. **Demand and weights**, smoothed as the quota controller smooths them.
-3. **The layout plan** (`geometry.planner.plan_layouts`) on the nodes as they are, and the
-   change steps the controller would write (`geometry.apply.next_updates`: cordon, wait for
+3. **The layout plan** (`geometry.layout_planner.plan_layouts`) on the nodes as they are, and the
+   change steps the controller would write (`geometry.node_updates.next_updates`: cordon, wait for
    the node's GPU pods to end, relabel, wait for success and the new allocatable, uncordon)
    applied to the simulated nodes. A cordoned node takes no new pods; a node is relabelled
    only once idle, as mig-manager needs and `drain` allows.
@@ -31,12 +31,12 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
-from quotaguard.geometry.layouts import class_offers
 from quotaguard.geometry.nodes import NodeView, node_views
+from quotaguard.geometry.pool_layouts import class_offers
 from quotaguard.geometry.progress import CHANGED_AT_ANNOTATION, PROGRESS_ANNOTATION, Update
 from quotaguard.policy.migconfig import MIG_CONFIG_LABEL, MIG_STATE_LABEL, SHARING_CONFIG_LABEL
 from quotaguard.policy.model import TenantPolicy
-from quotaguard.quota.capacity import ClassCapacity, capacities_from_totals, class_capacity
+from quotaguard.quota.class_capacity import ClassCapacity, capacities_from_totals, class_capacity
 from quotaguard.quota.cluster import Node
 from quotaguard.simulate.placement import Cluster
 from quotaguard.simulate.setup import Setup

@@ -30,7 +30,7 @@ What it follows (Kueue "Cluster Queue", "Preemption" and fair sharing documentat
   to end first); a workload admitted at that very instant is not a victim. An evicted
   workload goes back to its queue at the place its arrival gives it (Kueue keeps the creation
   timestamp) and, once admitted again, runs again (from its last checkpoint, if it has any:
-  see `engine`). Without preemption, lowering a
+  see `arm_replay`). Without preemption, lowering a
   quota below usage evicts nothing (as in Kueue): the queue admits nothing more until usage
   drains.
 """

@@ -10,11 +10,11 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from quotaguard.policy.model import TenantPolicy
+from quotaguard.simulate.arm_metrics import ArmMetrics, arm_metrics
+from quotaguard.simulate.arm_replay import ArmName, ArmRun, Setup, StaticBaseline, run_arm, setup
 from quotaguard.simulate.arms import ARMS
 from quotaguard.simulate.arrivals import AdmissionCache, arrivals
 from quotaguard.simulate.bound import bound_utilization
-from quotaguard.simulate.engine import ArmName, ArmRun, Setup, StaticBaseline, run_arm, setup
-from quotaguard.simulate.metrics import ArmMetrics, arm_metrics
 from quotaguard.simulate.placement import Scoring
 from quotaguard.simulate.preemption import PRESETS, SAMPLE_PRESET, Preemption
 from quotaguard.simulate.trace import Trace

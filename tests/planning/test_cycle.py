@@ -14,7 +14,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from quotaguard.controller.loop import Controller, ControllerSettings
+from quotaguard.controller.quota_controller import Controller, ControllerSettings
 from quotaguard.planning.cycle import (
     WEIGHT_HOLD_FRACTION,
     ClusterSeen,
@@ -23,7 +23,7 @@ from quotaguard.planning.cycle import (
     plan_cycle,
 )
 from quotaguard.policy.loader import load_policy_file
-from quotaguard.quota.capacity import class_capacity
+from quotaguard.quota.class_capacity import class_capacity
 from quotaguard.quota.cluster import Node
 from quotaguard.quota.demand import ClassDemand
 from quotaguard.simulate.arm_controller import ArmController

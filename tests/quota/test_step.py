@@ -10,11 +10,11 @@ import yaml
 
 from quotaguard.policy.loader import load_policy_file
 from quotaguard.policy.model import TenantPolicy
-from quotaguard.quota.capacity import ClassCapacity, capacities_from_totals
+from quotaguard.quota.class_capacity import ClassCapacity, capacities_from_totals
 from quotaguard.quota.cluster import ResourceQuota
 from quotaguard.quota.demand import ClassDemand, Demand
-from quotaguard.quota.planner import ClassPlan, Plan, plan
 from quotaguard.quota.queues import QueueState
+from quotaguard.quota.quota_planner import ClassPlan, Plan, plan
 from quotaguard.quota.step import PlanState, Step, observe, plan_observed
 from quotaguard.quota.weights import UsageHistory, fair_share_weights, usage_in_gpus
 from tests.quota.helpers import h100, policy

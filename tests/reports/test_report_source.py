@@ -10,9 +10,9 @@ from typing import Any
 from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 
-from quotaguard.reports.component import REPORT_SOURCE
-from quotaguard.reports.component import start as start_reports
 from quotaguard.reports.history import QuotaHistory
+from quotaguard.reports.reports_component import REPORT_SOURCE
+from quotaguard.reports.reports_component import start as start_reports
 from quotaguard.serve.components import COMPONENTS, ServeContext, ServeOptions
 
 

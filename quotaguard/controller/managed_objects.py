@@ -12,7 +12,12 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from quotaguard.controller.kube import KUEUE_GROUP, VOLCANO_GROUP, VOLCANO_VERSION, KubeClients
+from quotaguard.controller.kube_clients import (
+    KUEUE_GROUP,
+    VOLCANO_GROUP,
+    VOLCANO_VERSION,
+    KubeClients,
+)
 from quotaguard.policy.model import TenantPolicy, is_glob
 
 log = logging.getLogger(__name__)

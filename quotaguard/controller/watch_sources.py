@@ -6,7 +6,7 @@ import functools
 from collections.abc import Hashable
 from dataclasses import dataclass
 
-from quotaguard.controller.kube import (
+from quotaguard.controller.kube_clients import (
     KUEUE_GROUP,
     VOLCANO_GROUP,
     VOLCANO_VERSION,

@@ -11,8 +11,8 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from quotaguard.geometry.layout_planner import LayoutPlan
 from quotaguard.geometry.nodes import NodeView
-from quotaguard.geometry.planner import LayoutPlan
 from quotaguard.geometry.progress import (
     CHANGED_AT_ANNOTATION,
     PROGRESS_ANNOTATION,

@@ -9,17 +9,17 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from quotaguard.controller.queue_writer import emit_event, event_body
 from quotaguard.controller.watch import JsonObject, Watch
-from quotaguard.controller.write import emit_event, event_body
-from quotaguard.geometry.apply import next_updates, patch_body
+from quotaguard.geometry.node_updates import next_updates, patch_body
 from quotaguard.geometry.nodes import NodeView
 from quotaguard.geometry.progress import Update
 from quotaguard.kube.client import status_code
+from quotaguard.metrics.controller_metrics import LAYOUT_CHANGES
 from quotaguard.planning.cycle import Cycle
 from quotaguard.policy.model import TenantPolicy
-from quotaguard.reports.metrics import LAYOUT_CHANGES
 
-log = logging.getLogger("quotaguard.controller.layouts")
+log = logging.getLogger("quotaguard.controller.node_layout_writes")
 
 
 @dataclass(frozen=True, slots=True)

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, TypedDict
 
-from quotaguard.geometry.planner import LayoutPlan
+from quotaguard.geometry.layout_planner import LayoutPlan
 
 
 class LayoutRow(TypedDict):

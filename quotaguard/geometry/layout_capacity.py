@@ -10,10 +10,10 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from quotaguard.geometry.layout_planner import LayoutPlan, plan_layouts
 from quotaguard.geometry.nodes import NodeView, node_views
-from quotaguard.geometry.planner import LayoutPlan, plan_layouts
 from quotaguard.policy.model import TenantPolicy
-from quotaguard.quota.capacity import ClassCapacity, FaultyGpu, class_capacity
+from quotaguard.quota.class_capacity import ClassCapacity, FaultyGpu, class_capacity
 from quotaguard.quota.cluster import Node, Pod
 from quotaguard.quota.demand import Demand
 

@@ -6,9 +6,15 @@ from collections.abc import Callable
 from html import escape
 
 from quotaguard.charts.svg import Line, color, line_chart, stacked_chart
-from quotaguard.simulate.engine import Series
-from quotaguard.simulate.report import headline, idle_rows, summary_rows, tenant_rows, verdict
+from quotaguard.simulate.arm_replay import Series
 from quotaguard.simulate.simulation import Simulation
+from quotaguard.simulate.simulation_report import (
+    headline,
+    idle_rows,
+    summary_rows,
+    tenant_rows,
+    verdict,
+)
 from quotaguard.simulate.verdict import BASELINES
 
 STYLE = """

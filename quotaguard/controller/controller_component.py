@@ -5,9 +5,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 
-from quotaguard.controller.kube import KubeClients
-from quotaguard.controller.loop import Controller, ControllerSettings
-from quotaguard.reports.component import REPORT_SOURCE
+from quotaguard.controller.kube_clients import KubeClients
+from quotaguard.controller.quota_controller import Controller, ControllerSettings
+from quotaguard.reports.reports_component import REPORT_SOURCE
 from quotaguard.serve.components import ServeContext, StartupError
 
 

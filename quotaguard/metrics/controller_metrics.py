@@ -23,8 +23,8 @@ from typing import Any, Final, Protocol
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from quotaguard.metrics.registry import REGISTRY, counter, gauge
 from quotaguard.policy.model import TenantPolicy
-from quotaguard.serve.observability import REGISTRY, counter, gauge
 
 QUOTA_LABELS: Final = ("tenant", "class", "cluster_queue", "flavor", "resource", "cohort")
 TENANT_LABELS: Final = ("tenant", "cluster_queue", "cohort")

@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable, Mapping
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
-from quotaguard.serve.observability import REGISTRY
+from quotaguard.metrics.registry import REGISTRY
 from quotaguard.serve.policystore import PolicyStore
 
 log = logging.getLogger("quotaguard.http")

@@ -12,9 +12,9 @@ from typing import Any, Protocol
 
 from aiohttp import web
 
-from quotaguard.quota.report import to_csv
+from quotaguard.quota.quota_report import to_csv
 from quotaguard.reports.history import QuotaHistory
-from quotaguard.reports.html import render_report_page, render_unavailable_page
+from quotaguard.reports.report_page import render_report_page, render_unavailable_page
 
 NO_CONTROLLER = (
     "the quota controller does not run in this process; ask a pod that runs the controller "

@@ -27,12 +27,12 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Literal
 
-from quotaguard.geometry.layouts import PoolLayouts, class_offers
 from quotaguard.geometry.nodes import NodeView
+from quotaguard.geometry.pool_layouts import PoolLayouts, class_offers
 from quotaguard.policy.model import TenantPolicy
 from quotaguard.quota.demand import Demand
 from quotaguard.quota.fill import water_fill
-from quotaguard.quota.planner import quota_of
+from quotaguard.quota.quota_planner import quota_of
 
 MIN_GAIN = 1.0  # whole-GPU equivalents of average-weight demand a change must serve more
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Final
 
-from quotaguard.reports.http import ReportSource, report_routes
+from quotaguard.reports.report_routes import ReportSource, report_routes
 from quotaguard.serve.components import ServeContext, Slot
 
 # What the controller component provides for the reports routes (started after it).

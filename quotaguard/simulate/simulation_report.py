@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from quotaguard.simulate.arm_metrics import ArmMetrics, Outcome, metrics_json
 from quotaguard.simulate.arms import ARMS
-from quotaguard.simulate.metrics import ArmMetrics, Outcome, metrics_json
 from quotaguard.simulate.preemption import PRESETS, SAMPLE_PRESET, Preemption, preset_name
 from quotaguard.simulate.simulation import Simulation
 from quotaguard.simulate.verdict import verdict

@@ -27,9 +27,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from quotaguard.simulate.arm_replay import ArmRun, Setup
 from quotaguard.simulate.arms import ARMS, never_fits
 from quotaguard.simulate.arrivals import Arrival
-from quotaguard.simulate.engine import ArmRun, Setup
 
 
 @dataclass(frozen=True, slots=True)

@@ -38,8 +38,7 @@ from quotaguard.controller.cluster_reads import (
     with_operator_configs,
 )
 from quotaguard.controller.interval_planning import PlanningMemory, plan_interval
-from quotaguard.controller.kube import VOLCANO_GROUP, KubeClients, ServedGroups, discover
-from quotaguard.controller.layouts import NodeWrite, change_layouts
+from quotaguard.controller.kube_clients import VOLCANO_GROUP, KubeClients, ServedGroups, discover
 from quotaguard.controller.leader import (
     LEASE_NAME,
     KubeLeaseStore,
@@ -47,7 +46,9 @@ from quotaguard.controller.leader import (
     default_identity,
     default_namespace,
 )
+from quotaguard.controller.node_layout_writes import NodeWrite, change_layouts
 from quotaguard.controller.queue_fanout import QueueFanout, QueueTarget, queue_api
+from quotaguard.controller.queue_writer import WriteOutcome
 from quotaguard.controller.quota_moves import QuotaMoves
 from quotaguard.controller.settings import (
     ControllerSettings,
@@ -55,14 +56,10 @@ from quotaguard.controller.settings import (
     PolicySource,
     policy_source,
 )
-from quotaguard.controller.sources import Source, wanted_sources
 from quotaguard.controller.watch import Watch
-from quotaguard.controller.write import WriteOutcome
+from quotaguard.controller.watch_sources import Source, wanted_sources
 from quotaguard.kube.values import utc_timestamp
-from quotaguard.planning.cycle import Cycle, CycleReport, CycleSettings
-from quotaguard.policy.model import Mode, TenantPolicy
-from quotaguard.reports.history import QuotaHistory, points_for_span
-from quotaguard.reports.metrics import (
+from quotaguard.metrics.controller_metrics import (
     CONTROLLER_INTERVALS,
     CONTROLLER_LEADER,
     CONTROLLER_STALE,
@@ -71,6 +68,9 @@ from quotaguard.reports.metrics import (
     publish_report,
     record_writes,
 )
+from quotaguard.planning.cycle import Cycle, CycleReport, CycleSettings
+from quotaguard.policy.model import Mode, TenantPolicy
+from quotaguard.reports.history import QuotaHistory, points_for_span
 
 __all__ = ["Controller", "ControllerSettings", "ControllerStatus", "policy_source"]
 

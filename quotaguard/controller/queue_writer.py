@@ -23,7 +23,7 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any
 
-from quotaguard.controller.apply import (
+from quotaguard.controller.server_side_apply import (
     APPLY_CONTENT_TYPE,
     FIELD_MANAGER,
     FieldConflict,

@@ -10,11 +10,11 @@ from datetime import UTC, datetime
 from typing import Any, NotRequired, TypedDict
 
 from quotaguard.kube.values import utc_timestamp
-from quotaguard.quota.capacity import Outage
+from quotaguard.quota.class_capacity import Outage
 from quotaguard.quota.cluster import ResourceQuota
 from quotaguard.quota.demand import ClassActivity
-from quotaguard.quota.planner import ClassPlan, Plan, TenantPlan
 from quotaguard.quota.queues import QueueState
+from quotaguard.quota.quota_planner import ClassPlan, Plan, TenantPlan
 
 
 class CurrentQuota(TypedDict):

@@ -33,7 +33,7 @@ from quotaguard.policy.model import (
     Tenant,
     TenantPolicy,
 )
-from quotaguard.quota.capacity import ClassCapacity
+from quotaguard.quota.class_capacity import ClassCapacity
 from quotaguard.quota.demand import ClassDemand, Demand
 from quotaguard.quota.fill import apportion, water_fill
 from quotaguard.quota.queues import QueueState
