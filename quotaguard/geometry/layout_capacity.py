@@ -39,11 +39,17 @@ def plan_capacity(
     faulty_gpus: Sequence[FaultyGpu] = (),
     health_at: float | None = None,
     busy: Mapping[str, int] | None = None,
+    known: Mapping[str, ClassCapacity] | None = None,
 ) -> LayoutCapacity:
     """The layout plan at `now` and the capacity it leaves (net of the `faulty_gpus` GPU
     telemetry found). `health_at`: the moment GPU-health quiet periods are judged at (None:
-    only a condition that holds counts); `busy`: GPU pods per node where `pods` do not say."""
-    capacity = class_capacity(policy, nodes, pods, faulty_gpus=faulty_gpus, now=health_at)
+    only a condition that holds counts); `busy`: GPU pods per node where `pods` do not say;
+    `known`: the class capacity of these very nodes and pods, when the caller has it already."""
+    capacity = (
+        dict(known)
+        if known is not None
+        else class_capacity(policy, nodes, pods, faulty_gpus=faulty_gpus, now=health_at)
+    )
     if policy.spec.geometry is None:
         return LayoutCapacity(LayoutPlan(mode="off"), capacity)
     held = {name: row.held_outside for name, row in capacity.items()}

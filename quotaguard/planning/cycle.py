@@ -56,6 +56,9 @@ class ClusterSeen:
     activity: Mapping[str, Mapping[str, ClassActivity]] | None = None
     # GPU pods per node where they are known better than `pods` say (the simulator's placement)
     busy: Mapping[str, int] | None = None
+    # the class capacity of these nodes and pods when known already (nodes that never change:
+    # the simulator's dynamic arm), so that it is not counted again every cycle
+    capacity: Mapping[str, ClassCapacity] | None = None
     # judge GPU-health quiet periods at the cycle's moment (the simulator's nodes carry no
     # condition times: there only a condition that holds takes a node out)
     quiet_periods: bool = True
@@ -152,6 +155,7 @@ def plan_cycle(
         faulty_gpus=faulty,
         health_at=now if seen.quiet_periods else None,
         busy=seen.busy,
+        known=seen.capacity,
     )
     the_plan, next_state, replanned = _quota_plan(
         policy, placed.capacity, observed, seen.current, state, settings

@@ -112,7 +112,13 @@ class ArmController:
         demand = observed_demand(model)
         nodes = self.nodes
         if nodes is None:
-            seen = ClusterSeen(self.shared.nodes, self.shared.pods, demand, quiet_periods=False)
+            seen = ClusterSeen(
+                self.shared.nodes,
+                self.shared.pods,
+                demand,
+                capacity=self.shared.capacity,
+                quiet_periods=False,
+            )
         else:
             seen = ClusterSeen(
                 nodes.now_serving(now),
