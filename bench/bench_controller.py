@@ -23,10 +23,10 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.machine import machine, write_result
-from quotaguard.controller.kube import KubeClients
-from quotaguard.controller.loop import Controller, ControllerSettings
+from quotaguard.controller.interval_planning import PlanningMemory, plan_interval
 from quotaguard.controller.trim import pod_line_filter, pod_trimmer, trim_node
 from quotaguard.controller.watch import ResourceKind, Watch
+from quotaguard.planning.cycle import CycleSettings
 from quotaguard.policy.loader import load_policy_file
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -163,11 +163,17 @@ def main() -> int:
 
     node_watch = Watch(ResourceKind("nodes", Pages(nodes), trim_node))
     node_watch.list_once()
-    controller = Controller(
-        POLICY, KubeClients(None, None, None, None), ControllerSettings(leader_election=False)
-    )
     objects = node_watch.objects() + watch.objects()
-    plan_seconds = cpu(lambda: controller._plan(POLICY, "recommend", objects, time.time()))
+    plan_seconds = cpu(
+        lambda: plan_interval(
+            POLICY,
+            objects,
+            time.time(),
+            "no --prometheus-url given",
+            PlanningMemory(),
+            CycleSettings(mode="recommend", from_previous=True),
+        )
+    )
     print(
         f"one interval's pure part on {len(objects)} cached objects: {plan_seconds:.2f} s CPU "
         f"(target < {PLAN_TARGET:.0f} s)"

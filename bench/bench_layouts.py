@@ -16,8 +16,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from quotaguard.geometry.capacity import plan_capacity
-from quotaguard.quota.planner import plan
+from quotaguard.geometry.layout_capacity import plan_capacity
+from quotaguard.quota.quota_planner import plan
 from tests.geometry.helpers import demand, node, policy
 
 TARGET_SECONDS = 1.0
@@ -32,7 +32,8 @@ def measure(nodes: int, repeat: int) -> tuple[float, float, int]:
     changes = 0
     for _ in range(repeat):
         started = time.perf_counter()
-        layouts, capacity = plan_capacity(the_policy, cluster, [], wanted, now=1e6)
+        found = plan_capacity(the_policy, cluster, [], wanted, now=1e6, health_at=1e6)
+        layouts, capacity = found.layouts, found.capacity
         layout_best = min(layout_best, time.perf_counter() - started)
         started = time.perf_counter()
         plan(the_policy, capacity, wanted)

@@ -26,10 +26,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.machine import load_average, machine, write_result
 from quotaguard.policy.model import TenantPolicy
-from quotaguard.quota.capacity import ClassCapacity
+from quotaguard.quota.class_capacity import ClassCapacity
 from quotaguard.quota.demand import ClassDemand
-from quotaguard.quota.planner import Planner, plan
 from quotaguard.quota.queues import QueueState, ResourceQuota
+from quotaguard.quota.quota_planner import Planner, plan
 
 CLASSES = 12
 WIDTHS = (8, 7, 9, 12, 9, 11)

@@ -26,8 +26,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.machine import machine, write_result
 from quotaguard.policy.loader import load_policy_file
+from quotaguard.simulate.arm_replay import run_arm, setup
 from quotaguard.simulate.arrivals import AdmissionCache, arrivals, verdict_of
-from quotaguard.simulate.engine import run_arm, setup
 from quotaguard.simulate.preemption import PRESETS
 from quotaguard.simulate.simulation import simulate
 from quotaguard.simulate.trace import Trace, load_trace

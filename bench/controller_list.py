@@ -6,7 +6,7 @@ that its peak memory is its own; prints one JSON line.
     python bench/controller_list.py --kubeconfig K --mode client-gpu-only
 
 quotaguard: the controller's own path (`wanted_sources` -> `Watch.list_once`: raw JSON pages,
-trimmed, non-GPU pods dropped) and then one interval's pure part (`Controller._plan`: parse,
+trimmed, non-GPU pods dropped) and then one interval's pure part (`plan_interval`: parse,
 capacity, demand, plan, report).
 client: the kubernetes client's `CoreV1Api.list_pod_for_all_namespaces` with its models, in
 the same pages and with the same field selector, every V1Pod kept (what a cache built on the
@@ -25,11 +25,12 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from quotaguard.controller.kube import KubeClients, ServedGroups
-from quotaguard.controller.loop import Controller, ControllerSettings
-from quotaguard.controller.sources import TERMINATED_PODS_EXCLUDED, wanted_sources
+from quotaguard.controller.interval_planning import PlanningMemory, plan_interval
+from quotaguard.controller.kube_clients import KubeClients, ServedGroups
 from quotaguard.controller.watch import Watch
+from quotaguard.controller.watch_sources import TERMINATED_PODS_EXCLUDED, wanted_sources
 from quotaguard.kube.client import api_client
+from quotaguard.planning.cycle import CycleSettings
 from quotaguard.policy.loader import load_policy_file
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -50,8 +51,11 @@ def quotaguard_list(kubeconfig: str) -> dict[str, Any]:
         watch.list_once()
     listed = time.perf_counter(), time.process_time()
     objects = watches["nodes"].objects() + watches["pods"].objects()
-    controller = Controller(policy, clients, ControllerSettings(leader_election=False))
-    the_plan, _, _ = controller._plan(policy, "recommend", objects, time.time())
+    settings = CycleSettings(mode="recommend", from_previous=True)
+    planned = plan_interval(
+        policy, objects, time.time(), "no --prometheus-url given", PlanningMemory(), settings
+    )
+    the_plan = planned.cycle.plan
     planned = time.perf_counter(), time.process_time()
     return {
         "list_wall_s": listed[0] - started[0],

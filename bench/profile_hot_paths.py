@@ -45,9 +45,9 @@ def profile_webhook(count: int) -> cProfile.Profile:
 
 
 def profile_controller(kubeconfig: str) -> cProfile.Profile:
-    from quotaguard.controller.kube import KubeClients, ServedGroups
-    from quotaguard.controller.sources import wanted_sources
+    from quotaguard.controller.kube_clients import KubeClients, ServedGroups
     from quotaguard.controller.watch import Watch
+    from quotaguard.controller.watch_sources import wanted_sources
     from quotaguard.policy.loader import load_policy_file
 
     policy = load_policy_file(POLICY_FILE)

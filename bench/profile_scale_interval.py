@@ -2,7 +2,7 @@
 server: 2,000 nodes of bench_scale_e2e's three kinds, its 300-tenant policy, 300 ClusterQueues,
 50,000 GPU pods bound to nodes and their 50,000 admitted Kueue Workloads (as Kueue's pod
 integration makes them), each trimmed as the controller's watches trim it; then the
-controller's `_plan` (parse, capacity, demand, weights, plan, report) timed in CPU seconds,
+controller's `plan_interval` (parse, capacity, demand, weights, plan, report) timed in CPU seconds,
 once warm, and profiled with cProfile.
 
     python bench/profile_scale_interval.py [--pods 50000] [--top 25]
@@ -26,15 +26,17 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench.bench_scale_e2e import CLASSES, cluster_queue, gpu_pod, nodes, policy, tenant_class
 from bench.machine import load_average
 from e2e.kueue import KUEUE
-from quotaguard.controller.kube import KubeClients
-from quotaguard.controller.loop import Controller, ControllerSettings
+from quotaguard.controller.interval_planning import PlanningMemory, plan_interval
 from quotaguard.controller.trim import (
     pod_trimmer,
     trim_node,
     whole_spec_trimmer,
     workload_trimmer,
 )
+from quotaguard.planning.cycle import WEIGHT_HOLD_FRACTION, CycleSettings
 from quotaguard.policy.model import TenantPolicy
+
+NO_TELEMETRY = "no --prometheus-url given"
 
 FLAVOR_OF = {"h100": "h100", "h100-1g.10gb": "h100-1g.10gb", "shared": "shared"}
 
@@ -108,17 +110,19 @@ def main() -> int:
     args = parser.parse_args()
     policy_model = TenantPolicy.model_validate(policy(args.tenants))
     cached = objects(args.tenants, args.pods, args.nodes, policy_model)
-    controller = Controller(
-        policy_model,
-        KubeClients(None, None, None, None),
-        ControllerSettings(leader_election=False),
-    )
+    settings = CycleSettings(mode="apply", weight_tolerance=WEIGHT_HOLD_FRACTION)
+    memory = PlanningMemory()
+
+    def plan_at(at: float) -> None:
+        nonlocal memory
+        memory = plan_interval(policy_model, cached, at, NO_TELEMETRY, memory, settings).memory
+
     now = time.time()
-    controller._plan(policy_model, "apply", cached, now)  # warm: the planner is built once
+    plan_at(now)  # warm: the planner is built once
     runs = []
     for step in range(1, 4):
         started = time.process_time()
-        controller._plan(policy_model, "apply", cached, now + 5 * step)
+        plan_at(now + 5 * step)
         runs.append(time.process_time() - started)
     print(
         f"one interval's pure part, {len(cached):,} cached objects: best {min(runs):.3f} s CPU "
@@ -126,7 +130,7 @@ def main() -> int:
     )
     profiler = cProfile.Profile()
     profiler.enable()
-    controller._plan(policy_model, "apply", cached, now + 20)
+    plan_at(now + 20)
     profiler.disable()
     out = io.StringIO()
     pstats.Stats(profiler, stream=out).sort_stats("tottime").print_stats(args.top)

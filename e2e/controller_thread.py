@@ -8,8 +8,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from quotaguard.controller.kube import KubeClients
-from quotaguard.controller.loop import Controller, ControllerSettings
+from quotaguard.controller.kube_clients import KubeClients
+from quotaguard.controller.quota_controller import Controller, ControllerSettings
 
 
 class ControllerThread:

@@ -490,7 +490,7 @@ def running_controller(
     """A ControllerThread (interval from the policy) against `cluster`; stopped on exit.
     Yields the thread; `.controller` is the Controller."""
     from e2e.controller_thread import ControllerThread
-    from quotaguard.controller.loop import ControllerSettings
+    from quotaguard.controller.quota_controller import ControllerSettings
 
     cluster.create_namespace(lease_namespace)
     thread = ControllerThread(

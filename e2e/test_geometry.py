@@ -293,7 +293,7 @@ def test_a_failed_change_leaves_the_node_out_of_capacity(
     cluster = gcluster
     policy = write_policy(tmp_path)
     cluster.kubectl("label", "node", "gpu-a", "gpu-b", f"{FAIL_LABEL}=fail")
-    from quotaguard.serve.observability import REGISTRY
+    from quotaguard.metrics.registry import REGISTRY
 
     def failures() -> float:
         return (

@@ -217,7 +217,7 @@ def test_a_field_another_manager_applied_is_reported_and_kept_until_forced(
         )
         assert len(events) == 1 and events[0]["type"] == "Warning"
         assert f".spec.resourceGroups (owned by {ARGO})" in events[0]["message"]
-        from quotaguard.serve.observability import REGISTRY
+        from quotaguard.metrics.registry import REGISTRY
 
         assert (
             REGISTRY.get_sample_value("quotaguard_queue_writes_total", {"result": "conflict"}) or 0

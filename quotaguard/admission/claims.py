@@ -31,7 +31,7 @@ from quotaguard.kube.dra import (
     pod_claims,
 )
 from quotaguard.kube.podspec import KNOWN_GPU_RESOURCES
-from quotaguard.policy.dra import classes_for_request, classes_of_device_class
+from quotaguard.policy.dra_classes import classes_for_request, classes_of_device_class
 from quotaguard.policy.model import GpuClass, TenantPolicy
 
 # DRA drivers of GPUs: a DeviceClass of one of them is a GPU class even when the policy names

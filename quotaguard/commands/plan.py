@@ -14,10 +14,13 @@ import json
 import sys
 import time
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from quotaguard.commands.common import dump, positive_seconds, read_policy, stdin_twice
 from quotaguard.kube.names import KUEUE_GROUP, KUEUE_VERSIONS, VOLCANO_GROUP, VOLCANO_VERSION
+
+if TYPE_CHECKING:
+    from quotaguard.planning.cycle import CycleReport
 
 KUEUE = (KUEUE_GROUP, KUEUE_VERSIONS, ("clusterqueues", "workloads"))
 VOLCANO = (VOLCANO_GROUP, (VOLCANO_VERSION,), ("queues", "podgroups"))
@@ -162,13 +165,13 @@ def _gpu_facts(args: argparse.Namespace, policy: Any, snapshot: Any) -> Any:
     """Telemetry judged against the snapshot; unreadable telemetry is a warning, never an
     error: the plan goes on as without it and says so."""
     from quotaguard.kube.documents import source_name
-    from quotaguard.telemetry.client import (
+    from quotaguard.telemetry.facts import judge, no_telemetry
+    from quotaguard.telemetry.metrics_sources import (
         MetricsFile,
         PrometheusClient,
         TelemetryError,
         TelemetrySource,
     )
-    from quotaguard.telemetry.facts import judge, no_telemetry
 
     source = source_name(args.gpu_metrics) if args.gpu_metrics else args.prometheus_url
     if source is None:
@@ -246,15 +249,8 @@ def _with_operator_configs(args: argparse.Namespace, policy: Any, api: Any, snap
 
 
 def run(args: argparse.Namespace) -> int:
-    from quotaguard.geometry.capacity import plan_capacity
-    from quotaguard.geometry.report import layout_rows
+    from quotaguard.planning.cycle import plan_cycle, seen_in_snapshot
     from quotaguard.quota.cluster import SnapshotError, load_snapshot, parse_objects
-    from quotaguard.quota.demand import activity_of, demand_of
-    from quotaguard.quota.dracapacity import snapshot_capacity
-    from quotaguard.quota.drademand import dra_demand, with_dra_demand
-    from quotaguard.quota.queues import current_state
-    from quotaguard.quota.report import build_report
-    from quotaguard.quota.step import observe, plan_observed
 
     if (stdin := stdin_twice(args, ("policy", "snapshot", "gpu_metrics"))) is not None:
         return stdin
@@ -282,64 +278,39 @@ def run(args: argparse.Namespace) -> int:
     for problem in snapshot.problems:
         print(f"{source}: warning: {problem}", file=sys.stderr)
     policy = _with_operator_configs(args, policy, api, snapshot)
-
     facts = _gpu_facts(args, policy, snapshot)
-    current = current_state(policy, snapshot)
-    # One snapshot is one step from nothing: weights follow the usage seen in it.
-    dra = dra_demand(policy, snapshot)  # GPUs asked through DRA claims
-    for problem in dra.problems:
-        print(f"{source}: warning: {problem}", file=sys.stderr)
-    demand = with_dra_demand(demand_of(policy, snapshot, activity=facts.activity), dra)
-    seen = observe(policy, demand, 0.0)
-    # Layouts first: the quota plan is made on the capacity they leave (changing nodes at 0).
-    layouts, capacity = plan_capacity(
-        policy,
-        snapshot.nodes,
-        snapshot.pods,
-        seen.demand,
-        now=time.time(),
-        weights=seen.weights,
-        faulty_gpus=facts.faulty,
-    )
-    capacity = snapshot_capacity(policy, snapshot, capacity)  # DRA devices of ResourceSlices
-    result = plan_observed(policy, capacity, seen, current=current).plan
-    report = build_report(
-        result,
-        current=current,
-        activity=activity_of(policy, snapshot, facts.activity),
-        telemetry=facts.summary(),
-    )
-    report["nodes"] = layout_rows(layouts)
-    if args.html and (written := _write_html(args.html, report)) is not None:
+    # One snapshot is one cycle from nothing: weights follow the usage seen in it.
+    cycle = plan_cycle(policy, seen_in_snapshot(policy, snapshot, facts), time.time())
+    if args.html and (written := _write_html(args.html, cycle.report)) is not None:
         return written
-    sys.stdout.write(_render(report, args.output, layouts.mode))
-    for problem in result.problems:  # errors go to stderr, whatever stdout shows
+    sys.stdout.write(_render(cycle.report, args.output, cycle.layouts.mode))
+    for problem in cycle.plan.problems:  # errors go to stderr, whatever stdout shows
         print(f"{args.policy}: {problem}", file=sys.stderr)
-    return 1 if result.problems else 0
+    return 1 if cycle.plan.problems else 0
 
 
-def _write_html(path: str, report: dict[str, Any]) -> int | None:
+def _write_html(path: str, report: CycleReport) -> int | None:
     """Write the /reports page to `path`; the exit code when it cannot be written."""
     try:
         with open(path, "w", encoding="utf-8") as out:
-            out.write(_render(report, "html", None))
+            out.write(_render(report, "html", ""))
     except OSError as exc:
         print(f"{path}: cannot write: {exc.strerror or exc}", file=sys.stderr)
         return 2
     return None
 
 
-def _render(report: dict[str, Any], output: str, layout_mode: Any) -> str:
+def _render(report: CycleReport, output: str, layout_mode: str) -> str:
     """The report as `--output` asks: the same dict behind every format."""
-    from quotaguard.geometry.report import format_layouts
-    from quotaguard.quota.report import format_table, to_csv
+    from quotaguard.geometry.layout_report import format_layouts
+    from quotaguard.quota.quota_report import format_table, to_csv
 
     if output in ("json", "yaml"):
         return dump(report, output)
     if output == "csv":
         return to_csv(report)
     if output == "html":
-        from quotaguard.reports.html import render_report_page
+        from quotaguard.reports.report_page import render_report_page
 
         return render_report_page(report, [], now=time.time(), refresh_seconds=None)
     table = [format_table(report), *format_layouts(report["nodes"], layout_mode)]

@@ -193,7 +193,7 @@ def run(args: argparse.Namespace) -> int:
         resolve_components,
         serve,
     )
-    from quotaguard.serve.observability import configure_logging
+    from quotaguard.serve.json_logging import configure_logging
 
     configure_logging(args.log_level)
     components = tuple(name.strip() for name in args.components.split(",") if name.strip())

@@ -96,9 +96,9 @@ def _without_faulty_gpus(policy: Any, trace: Any, path: str, name: str) -> Any:
     import dataclasses
 
     from quotaguard.policy.model import GpuHealth
-    from quotaguard.quota.capacity import without_faulty_gpus
-    from quotaguard.telemetry.client import MetricsFile, TelemetryError
+    from quotaguard.quota.class_capacity import without_faulty_gpus
     from quotaguard.telemetry.health import judge_health
+    from quotaguard.telemetry.metrics_sources import MetricsFile, TelemetryError
 
     settings: GpuHealth = policy.spec.rebalance.gpu_health
     try:
@@ -142,8 +142,8 @@ def _inputs(args: argparse.Namespace) -> tuple[Any, Any] | int:
 
 def run(args: argparse.Namespace) -> int:
     from quotaguard.simulate.preemption import PRESETS
-    from quotaguard.simulate.report import render_text, result_json
     from quotaguard.simulate.simulation import simulate
+    from quotaguard.simulate.simulation_report import render_text, result_json
 
     read = _inputs(args)
     if isinstance(read, int):
@@ -165,7 +165,7 @@ def run(args: argparse.Namespace) -> int:
         if bar is not None:
             bar.close()
     if args.html:
-        from quotaguard.simulate.html import render_html
+        from quotaguard.simulate.simulation_page import render_html
 
         try:
             with open(args.html, "w", encoding="utf-8") as out:
@@ -176,7 +176,7 @@ def run(args: argparse.Namespace) -> int:
     if args.output in ("json", "yaml"):
         sys.stdout.write(dump(result_json(simulation), args.output))
     elif args.output == "html":
-        from quotaguard.simulate.html import render_html
+        from quotaguard.simulate.simulation_page import render_html
 
         sys.stdout.write(render_html(simulation))
     else:

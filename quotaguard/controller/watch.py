@@ -337,7 +337,7 @@ _COLLECTOR_PAUSE = threading.Lock()
 @contextlib.contextmanager
 def collector_paused() -> Iterator[None]:
     """Pause the cyclic garbage collector while a list page is decoded, trimmed and freed (or
-    while an interval is planned: see `Controller._plan`).
+    while an interval is planned: see `interval_planning.plan_interval`).
 
     A page of 500 pods is ~150,000 containers that all live until the page is dropped, so
     with the collector on, decoding one page triggers collections over and over, full ones

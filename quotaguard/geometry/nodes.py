@@ -5,11 +5,11 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 
-from quotaguard.geometry.layouts import PoolLayouts, class_offers, pool_layouts, pool_of
+from quotaguard.geometry.pool_layouts import PoolLayouts, class_offers, pool_layouts, pool_of
 from quotaguard.geometry.progress import PROGRESS_ANNOTATION, Progress, changed_at
 from quotaguard.policy.migconfig import GPU_COUNT_LABEL, gpu_model
 from quotaguard.policy.model import TenantPolicy
-from quotaguard.quota.capacity import node_is_faulty
+from quotaguard.quota.class_capacity import node_is_faulty
 from quotaguard.quota.cluster import Node, Pod
 
 
@@ -49,15 +49,23 @@ def _gpu_count(node: Node, pool: PoolLayouts, gpu: str | None, current: str | No
 
 
 def node_views(
-    policy: TenantPolicy, nodes: Iterable[Node], pods: Iterable[Pod], now: float | None = None
+    policy: TenantPolicy,
+    nodes: Iterable[Node],
+    pods: Iterable[Pod],
+    now: float | None = None,
+    *,
+    busy: Mapping[str, int] | None = None,
 ) -> list[NodeView]:
     """Every node with GPUs (or in a pool), sorted by name; at `now`, a node within the quiet
-    period of a cleared GPU-health condition is not healthy yet."""
+    period of a cleared GPU-health condition is not healthy yet. `busy`: the GPU pods of the
+    nodes it names, where they are known better than `pods` say (the simulator's placement)."""
     pools = pool_layouts(policy)
-    busy: dict[str, int] = {}
+    counted_pods: dict[str, int] = {}
     for pod in pods:
         if pod.bound and pod.gpus and pod.node_name is not None:
-            busy[pod.node_name] = busy.get(pod.node_name, 0) + 1
+            counted_pods[pod.node_name] = counted_pods.get(pod.node_name, 0) + 1
+    if busy:
+        counted_pods.update(busy)
     views = []
     for node in sorted(nodes, key=lambda n: n.name):
         pool = pool_of(pools, node.labels)
@@ -71,19 +79,24 @@ def node_views(
             unschedulable=node.unschedulable,
             capacity=counted,
             allocatable={r: n for r, n in node.allocatable.items() if r.startswith("nvidia.com/")},
-            gpu_pods=busy.get(node.name, 0),
+            gpu_pods=counted_pods.get(node.name, 0),
         )
         if pool is not None:
-            gpu = pool.pool.gpu or gpu_model(node.labels) or pool.gpu
-            current = pool.current(node.labels)
-            view = replace(
-                view,
-                pool=pool,
-                gpu=gpu,
-                gpus=_gpu_count(node, pool, gpu, current),
-                current=current,
-                progress=Progress.from_annotation(node.annotations.get(PROGRESS_ANNOTATION)),
-                changed_at=changed_at(node.annotations),
-            )
+            view = _in_pool(view, node, pool)
         views.append(view)
     return views
+
+
+def _in_pool(view: NodeView, node: Node, pool: PoolLayouts) -> NodeView:
+    """The view of a node of a geometry pool: its GPU model and count, layout and progress."""
+    gpu = pool.pool.gpu or gpu_model(node.labels) or pool.gpu
+    current = pool.current(node.labels)
+    return replace(
+        view,
+        pool=pool,
+        gpu=gpu,
+        gpus=_gpu_count(node, pool, gpu, current),
+        current=current,
+        progress=Progress.from_annotation(node.annotations.get(PROGRESS_ANNOTATION)),
+        changed_at=changed_at(node.annotations),
+    )

@@ -61,16 +61,7 @@ def _tokens(pattern: str) -> tuple[_Token, ...]:
                 tokens.append(_STAR)
             i += 1
             continue
-        end = i + 1
-        if char == "[":
-            j = i + 1
-            if j < n and pattern[j] == "!":
-                j += 1
-            if j < n and pattern[j] == "]":
-                j += 1
-            while j < n and pattern[j] != "]":
-                j += 1
-            end = j + 1 if j < n else i + 1  # no closing bracket: a literal "["
+        end = _bracket_end(pattern, i) if char == "[" else i + 1
         text = pattern[i:end]
         if len(text) == 1 and text != "?":
             tokens.append(_Class(text, None, literal=text))
@@ -78,6 +69,19 @@ def _tokens(pattern: str) -> tuple[_Token, ...]:
             tokens.append(_Class(text, re.compile(fnmatch.translate(text))))
         i = end
     return tuple(tokens)
+
+
+def _bracket_end(pattern: str, start: int) -> int:
+    """Where the bracket expression opened at `start` ends (after its "]"); with no closing
+    bracket, the "[" is a literal of its own."""
+    j, n = start + 1, len(pattern)
+    if j < n and pattern[j] == "!":
+        j += 1
+    if j < n and pattern[j] == "]":
+        j += 1
+    while j < n and pattern[j] != "]":
+        j += 1
+    return j + 1 if j < n else start + 1
 
 
 def _common(left: _Class, right: _Class) -> str | None:

@@ -5,7 +5,7 @@ Pure functions on plain data; reading the cluster and writing queues happen else
     snapshot | watches -> class_capacity + demand_of -> plan -> diff -> write
 """
 
-from quotaguard.quota.capacity import ClassCapacity, capacities_from_totals, class_capacity
+from quotaguard.quota.class_capacity import ClassCapacity, capacities_from_totals, class_capacity
 from quotaguard.quota.cluster import (
     ClusterSnapshot,
     ResourceQuota,
@@ -21,9 +21,9 @@ from quotaguard.quota.diff import (
     diff,
     target_quotas,
 )
-from quotaguard.quota.planner import ClassPlan, Plan, TenantPlan, plan
 from quotaguard.quota.queues import QueueState, current_state
-from quotaguard.quota.report import build_report, csv_rows, format_table, to_csv
+from quotaguard.quota.quota_planner import ClassPlan, Plan, TenantPlan, plan
+from quotaguard.quota.quota_report import build_report, csv_rows, format_table, to_csv
 from quotaguard.quota.weights import UsageHistory, fair_share_weights, usage_in_gpus
 
 __all__ = [

@@ -222,21 +222,31 @@ class _Reader:
         if name is None:
             self.problem("metadata.name missing; object skipped")
             return None
-        group = api_version.split("/")[0] if isinstance(api_version, str) else ""
         if kind == "Node":
             return self.node(item, name)
         if kind == "Pod":
             return self.pod(item, name, namespace)
-        if kind == "Workload" and group == KUEUE_GROUP:
-            return self.workload(item, name, namespace)
-        if kind == "ClusterQueue" and group == KUEUE_GROUP:
-            return self.cluster_queue(item, name, str(api_version))
-        if kind == "PodGroup" and group == VOLCANO_GROUP:
-            return self.pod_group(item, name, namespace)
-        if kind == "Queue" and group == VOLCANO_GROUP:
-            return self.volcano_queue(item, name)
         if kind == "ConfigMap" and name == MIG_PARTED_CONFIGMAP:
             return self.mig_parted_config(item, namespace)
+        if isinstance(api_version, str):
+            return self._queueing(item, kind, api_version, name, namespace)
+        return None
+
+    def _queueing(
+        self, item: Mapping[str, Any], kind: object, api_version: str, name: str, namespace: str
+    ) -> object | None:
+        """An object of Kueue's or Volcano's API groups (their queues and workloads)."""
+        group = api_version.split("/")[0]
+        if group == KUEUE_GROUP:
+            if kind == "Workload":
+                return self.workload(item, name, namespace)
+            if kind == "ClusterQueue":
+                return self.cluster_queue(item, name, api_version)
+        elif group == VOLCANO_GROUP:
+            if kind == "PodGroup":
+                return self.pod_group(item, name, namespace)
+            if kind == "Queue":
+                return self.volcano_queue(item, name)
         return None
 
     def mig_parted_config(self, item: Mapping[str, Any], namespace: str) -> _MigPartedConfig | None:

@@ -21,7 +21,7 @@ from typing import Protocol
 
 from quotaguard.policy.fungibility import class_order
 from quotaguard.policy.model import GpuClass, Tenant, TenantPolicy
-from quotaguard.quota.capacity import class_of_pod_resource
+from quotaguard.quota.class_capacity import class_of_pod_resource
 from quotaguard.quota.cluster import ClusterSnapshot, Pod, PodGroup, Workload
 
 VOLCANO_HOLDING_PHASES = frozenset({"Running", "Inqueue", "Unknown"})

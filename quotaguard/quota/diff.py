@@ -13,8 +13,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
 from quotaguard.quota.cluster import ResourceQuota
-from quotaguard.quota.planner import Plan, TenantPlan
 from quotaguard.quota.queues import QueueState
+from quotaguard.quota.quota_planner import Plan, TenantPlan
 
 NO_QUOTA = ResourceQuota(nominal=0, borrowing_limit=0, lending_limit=0)
 WEIGHT_TOLERANCE = 1e-6

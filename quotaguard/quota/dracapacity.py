@@ -2,7 +2,7 @@
 
 capacity(class, node) = the devices of the class on the node, from the newest generation of
                         each pool, each device the first policy class whose DeviceClass selects
-                        it (`quotaguard.policy.dra`); a shared class's device counts `replicas`
+                        it (`policy.dra_classes`); a shared class's device counts `replicas`
                         units
 tainted devices       = out (a device taint NoSchedule or NoExecute: DRA's form of a faulty
                         GPU), each an Outage naming the device and the taint
@@ -34,9 +34,9 @@ from quotaguard.kube.dra import (
     pools,
 )
 from quotaguard.kube.values import mapping
-from quotaguard.policy.dra import class_of_device
+from quotaguard.policy.dra_classes import class_of_device
 from quotaguard.policy.model import GpuClass, TenantPolicy
-from quotaguard.quota.capacity import (
+from quotaguard.quota.class_capacity import (
     ClassCapacity,
     Outage,
     capacities_from_totals,
@@ -181,7 +181,7 @@ def with_dra_capacity(
     counted_nodes: Iterable[str],
 ) -> dict[str, ClassCapacity]:
     """The planner's capacity rows with the DRA devices of `counted_nodes` (Ready, schedulable,
-    not faulty: `quotaguard.quota.capacity.node_counts`) added, and the tainted devices among
+    not faulty: `quotaguard.quota.class_capacity.node_counts`) added, and the tainted devices among
     each class's outages. The hook for `plan` and the controller: call it on what
     `class_capacity` (or the layout planner) returns."""
     nodes = set(counted_nodes)

@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from quotaguard.kube.dra import ALL, ClaimSpec, DeviceChoice, DraObjects, dra_objects
-from quotaguard.policy.dra import classes_for_request
+from quotaguard.policy.dra_classes import classes_for_request
 from quotaguard.policy.model import GpuClass, TenantPolicy
 from quotaguard.quota.cluster import ClusterSnapshot, PodSet, Workload
 from quotaguard.quota.demand import ClassDemand

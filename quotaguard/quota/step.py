@@ -2,13 +2,10 @@
 
     observed demand -> smoother -> usage history -> fair-share weights -> plan
 
-in two halves, `observe` (up to the weights) and `plan_observed`, so that a caller can place
-GPUs by the same smoothed demand and weights between them (the layout plan decides the
-capacity the quotas then share out); `plan_step` is both at once.
-
-The controller takes a step every interval, the simulator every tick and `quotaguard plan`
-one from a fresh state; each keeps the returned state for its next step. Pure: the same
-inputs give the same step.
+in two halves, `observe` (up to the weights) and `plan_observed`, so that the planning cycle
+(`quotaguard.planning.cycle`) places GPUs by the same smoothed demand and weights between
+them (the layout plan decides the capacity the quotas then share out). Pure: the same inputs
+give the same step; the caller keeps the returned state for its next step.
 """
 
 from __future__ import annotations
@@ -17,21 +14,16 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from quotaguard.policy.model import TenantPolicy
-from quotaguard.quota.capacity import ClassCapacity
+from quotaguard.quota.class_capacity import ClassCapacity
 from quotaguard.quota.demand import Demand, DemandSmoother
-from quotaguard.quota.planner import Plan, Planner
 from quotaguard.quota.queues import QueueState
+from quotaguard.quota.quota_planner import Plan, Planner
 from quotaguard.quota.weights import (
     UsageHistory,
     fair_share_weights,
     held_weights,
     usage_in_gpus,
 )
-
-# A fair-share weight moves a little every interval as usage decays; writing every such move,
-# or sharing quotas by it, would update every queue every interval. Moves up to this fraction
-# are left for later. The controller's default, and the simulator's, which plans as it does.
-WEIGHT_HOLD_FRACTION = 0.05
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,20 +111,3 @@ def plan_observed(
     )
     next_state = PlanState(state.smoother, state.usage, the_plan, planner, seen.weights)
     return Step(the_plan, next_state, seen.demand, seen.weights)
-
-
-def plan_step(
-    policy: TenantPolicy,
-    capacity: Mapping[str, ClassCapacity],
-    observed: Demand,
-    now: float,
-    state: PlanState | None = None,
-    *,
-    current: Mapping[str, QueueState] | None = None,
-    from_previous: bool = False,
-) -> Step:
-    """Both halves: plan at `now` from the demand `observed` then; `current`: the queues as they
-    are; `from_previous`: the last plan is the hysteresis baseline (recommend mode, where queues
-    do not move, and the simulator, where they follow the plan at once)."""
-    seen = observe(policy, observed, now, state)
-    return plan_observed(policy, capacity, seen, current=current, from_previous=from_previous)

@@ -1,6 +1,6 @@
 """The cluster at a glance, from the quota report: what the page shows above the tenants.
 
-Pure: plain data in, plain data out; the page renders it (reports/html.py).
+Pure: plain data in, plain data out; the page renders it (reports/report_page.py).
 """
 
 from __future__ import annotations

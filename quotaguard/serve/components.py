@@ -20,14 +20,14 @@ import logging
 import signal
 from collections.abc import Awaitable, Callable, Coroutine, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Generic, Literal, TypeVar, cast
 
 from aiohttp import web
 
 from quotaguard.kube.documents import read_error
 from quotaguard.policy.model import Mode
 from quotaguard.serve.access import AccessControl, KubernetesReviews
-from quotaguard.serve.http import ReadinessCheck, StatusReport, build_http_app
+from quotaguard.serve.plain_http import ReadinessCheck, StatusReport, build_http_app
 from quotaguard.serve.policystore import DEFAULT_POLL_INTERVAL, PolicyStore
 
 log = logging.getLogger("quotaguard.serve")
@@ -36,9 +36,9 @@ log = logging.getLogger("quotaguard.serve")
 COMPONENTS: dict[str, str] = {
     # name -> "module:function"; the function is `async def start(ctx: ServeContext) -> None`.
     "webhook": "quotaguard.webhook.component:start",
-    "controller": "quotaguard.controller.component:start",
+    "controller": "quotaguard.controller.controller_component:start",
     # Each start() adds its routes, readiness checks, tasks and shutdown callbacks to ctx.
-    "reports": "quotaguard.reports.component:start",
+    "reports": "quotaguard.reports.reports_component:start",
 }
 
 EXIT_OK = 0
@@ -91,6 +91,16 @@ class ServeOptions:
 
 Component = Callable[["ServeContext"], Awaitable[None]]
 ShutdownCallback = Callable[[], Awaitable[None]]
+Provided = TypeVar("Provided")
+
+
+@dataclass(frozen=True)
+class Slot(Generic[Provided]):
+    """A typed hand-over between components: one started earlier provides the value (e.g. the
+    controller, whose latest plan the reports routes read), later ones take it. Defined once,
+    by the package that reads it, so both ends agree on the name and the type."""
+
+    name: str
 
 
 @dataclass
@@ -99,14 +109,20 @@ class ServeContext:
 
     options: ServeOptions
     store: PolicyStore
-    # Hand-over between components started earlier and later (e.g. the controller's latest plan
-    # for the reports routes); keys are the providing component's name.
-    shared: dict[str, Any] = field(default_factory=dict)
+    # what components provided for the ones started after them (`provide`, `provided`)
+    slots: dict[str, object] = field(default_factory=dict)
     routes: list[web.AbstractRouteDef] = field(default_factory=list)
     readiness_checks: dict[str, ReadinessCheck] = field(default_factory=dict)
     status_reports: dict[str, StatusReport] = field(default_factory=dict)
     tasks: dict[str, asyncio.Task[None]] = field(default_factory=dict)
     shutdown_callbacks: list[ShutdownCallback] = field(default_factory=list)
+
+    def provide(self, slot: Slot[Provided], value: Provided) -> None:
+        self.slots[slot.name] = value
+
+    def provided(self, slot: Slot[Provided]) -> Provided | None:
+        """What a component started earlier provided in `slot` (None: nothing)."""
+        return cast("Provided | None", self.slots.get(slot.name))
 
     def add_routes(self, routes: Iterable[web.AbstractRouteDef]) -> None:
         """Routes for the plain-HTTP server (it starts after every component's start())."""

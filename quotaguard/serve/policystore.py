@@ -22,10 +22,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from quotaguard.kube.documents import POLICY, MiB
+from quotaguard.metrics.serve_metrics import (
+    POLICY_GENERATION,
+    POLICY_RELOAD_FAILURES,
+    POLICY_RELOADS,
+)
 from quotaguard.policy.loader import load_policy_text
 from quotaguard.policy.model import TenantPolicy
 from quotaguard.policy.problems import LocatedProblem, PolicyInvalid
-from quotaguard.serve.observability import POLICY_GENERATION, POLICY_RELOAD_FAILURES, POLICY_RELOADS
 
 log = logging.getLogger("quotaguard.policy")
 

@@ -21,7 +21,11 @@ from pathlib import Path
 
 from cryptography import x509
 
-from quotaguard.serve.observability import TLS_CERTIFICATE_EXPIRY, TLS_RELOAD_FAILURES, TLS_RELOADS
+from quotaguard.metrics.serve_metrics import (
+    TLS_CERTIFICATE_EXPIRY,
+    TLS_RELOAD_FAILURES,
+    TLS_RELOADS,
+)
 
 log = logging.getLogger("quotaguard.tls")
 

@@ -12,10 +12,11 @@
 * **pool** — the same guarantees, never lent, and the rest of the distributable capacity as
   quota of the cohort itself (a Kueue Cohort with resourceGroups) that any queue borrows up to
   its max: the most a hand-written configuration can do with the policy's numbers.
-* **dynamic** — every `rebalance.interval` the quota controller's planning step
-  (`quotaguard.quota.step`: the same demand smoothing, usage-decayed weights held within the
-  controller's default `WEIGHT_HOLD_FRACTION`, and planner as in the cluster) rewrites every
-  queue's quotas and weights, as `mode: apply` would.
+* **dynamic** — every `rebalance.interval` the quota controller's planning cycle
+  (`quotaguard.planning.cycle`: the same demand smoothing, usage-decayed weights held within
+  the controller's default `WEIGHT_HOLD_FRACTION`, and planner as in the cluster; run by
+  `arm_controller.ArmController`) rewrites every queue's quotas and weights, as `mode: apply`
+  would.
 * **geometry** — dynamic quotas, and the nodes of the policy's `geometry.pools` change MIG
   layout as the layout planner chooses, each change serving nothing for `reconfigureTime`
   (`geometry_arm.py`); without `geometry:` it is the dynamic arm.
@@ -32,21 +33,15 @@ from dataclasses import dataclass
 from typing import Literal, Protocol
 
 from quotaguard.policy.model import TenantPolicy
-from quotaguard.quota.capacity import ClassCapacity
-from quotaguard.quota.demand import ClassDemand
-from quotaguard.quota.planner import Plan, plan, quota_of
-from quotaguard.quota.step import WEIGHT_HOLD_FRACTION, Observed, PlanState, observe, plan_observed
+from quotaguard.quota.class_capacity import ClassCapacity
+from quotaguard.quota.quota_planner import plan, quota_of
+from quotaguard.simulate.arm_controller import ArmController, cohort_resources, planned_cohort
 from quotaguard.simulate.arrivals import Arrival, Verdict
-from quotaguard.simulate.geometry_arm import GeometryController, widest_capacity
+from quotaguard.simulate.cohort import CohortConfig, QueueConfig, Quota, most_admissible
+from quotaguard.simulate.geometry_arm import widest_capacity
 from quotaguard.simulate.placement import Cluster
 from quotaguard.simulate.preemption import PRESETS, Preemption
-from quotaguard.simulate.queueing import (
-    CohortConfig,
-    QueueConfig,
-    QueueModel,
-    Quota,
-    most_admissible,
-)
+from quotaguard.simulate.queueing import QueueModel
 from quotaguard.simulate.setup import Setup, StaticBaseline
 
 Requests = Literal["admitted", "written"]  # what the arm's pods ask for
@@ -75,10 +70,6 @@ class Arm:
 
     def verdict(self, arrival: Arrival) -> Verdict:
         return arrival.written if self.requests == "written" else arrival.verdict
-
-
-def _resources(policy: TenantPolicy) -> dict[str, str]:
-    return {gpu_class.name: gpu_class.resource for gpu_class in policy.spec.gpu_classes}
 
 
 def static_cohort(
@@ -119,7 +110,7 @@ def static_cohort(
             name: max(0, row.distributable - guaranteed.get(name, 0))
             for name, row in capacity.items()
         }
-    return CohortConfig(tuple(queues), _resources(policy), pool)
+    return CohortConfig(tuple(queues), cohort_resources(policy), pool)
 
 
 def whole_gpu_class(policy: TenantPolicy) -> str | None:
@@ -166,26 +157,6 @@ def none_cohort(policy: TenantPolicy, preemption: Preemption = PRESETS["never"])
     return CohortConfig(tuple(queues), base.resources, base.pool)
 
 
-def planned_cohort(
-    policy: TenantPolicy, targets: Plan, preemption: Preemption = PRESETS["never"]
-) -> CohortConfig:
-    """The queues as the controller writes them from a plan (it leaves `preemption` alone)."""
-    queues = tuple(
-        QueueConfig(
-            tenant.name,
-            {
-                row.class_name: Quota(row.nominal, row.borrowing_limit, row.lending_limit)
-                for row in tenant.classes
-            },
-            weight=tenant.weight,
-            preemption=preemption,
-            borrow_next=tenant.fungibility is not None and tenant.fungibility.borrow_next,
-        )
-        for tenant in targets.tenants
-    )
-    return CohortConfig(queues, _resources(policy))
-
-
 def dynamic_bounds(policy: TenantPolicy, capacity: Mapping[str, ClassCapacity]) -> CohortConfig:
     """The widest quotas the controller can give each queue, as one configuration: whatever
     it plans, a queue keeps its guarantee (scaled to capacity) and never lends it, may grow to
@@ -207,83 +178,7 @@ def dynamic_bounds(policy: TenantPolicy, capacity: Mapping[str, ClassCapacity]) 
     pool = {
         name: max(0, row.distributable - guaranteed.get(name, 0)) for name, row in capacity.items()
     }
-    return CohortConfig(tuple(queues), _resources(policy), pool)
-
-
-class QuotaController:
-    """The quota controller of the dynamic arm: the controller's own planning step
-    (`quota.step`: demand smoothing, usage history, weights held within the controller's
-    default tolerance, plan) on the simulated queues."""
-
-    def __init__(
-        self,
-        policy: TenantPolicy,
-        capacity: Mapping[str, ClassCapacity],
-        preemption: Preemption,
-        *,
-        weight_tolerance: float = WEIGHT_HOLD_FRACTION,
-    ) -> None:
-        self.policy = policy
-        self.preemption = preemption
-        self.capacity = capacity
-        self.weight_tolerance = weight_tolerance
-        self.state = PlanState()
-        self.runs = 0
-        self._inputs: tuple[object, ...] | None = None
-
-    def tick(self, model: QueueModel, now: float) -> CohortConfig | None:
-        """One controller pass; the queues to write, or None when they stay as they are."""
-        return self.replan(model, self.observe(model, now))
-
-    def observe(self, model: QueueModel, now: float) -> Observed:
-        """This interval's demand into the step's first half: smoothed, and the weights."""
-        demand: dict[str, dict[str, ClassDemand]] = {}
-        for tenant in model.queue_names():
-            usage, pending = model.usage(tenant), model.pending_units(tenant)
-            rows = {
-                name: ClassDemand(usage.get(name, 0), pending.get(name, 0))
-                for name in usage.keys() | pending.keys()
-                if usage.get(name, 0) or pending.get(name, 0)
-            }
-            if rows:
-                demand[tenant] = rows
-        seen = observe(self.policy, demand, now, self.state, weight_tolerance=self.weight_tolerance)
-        self.state = seen.state
-        self.runs += 1
-        return seen
-
-    def replan(self, model: QueueModel, seen: Observed) -> CohortConfig | None:
-        """The step's second half on `self.capacity`, the last plan its hysteresis baseline
-        (the simulated queues follow a plan at once); the queues to write, or None."""
-        # The plan is a function of these inputs alone: when they repeat (a quiet cluster),
-        # so does the plan, and the planner need not run again.
-        inputs = (
-            tuple(
-                (tenant, name, row.usage, row.pending)
-                for tenant, rows in sorted(seen.demand.items())
-                for name, row in sorted(rows.items())
-            ),
-            tuple(sorted(seen.weights.items())),
-            tuple(sorted(self.capacity.items())),
-            _nominals(seen.state.previous),
-        )
-        if inputs == self._inputs:
-            return None
-        step = plan_observed(self.policy, self.capacity, seen, from_previous=True)
-        self.state = step.state
-        self._inputs = (*inputs[:3], _nominals(step.plan))
-        queues = planned_cohort(self.policy, step.plan, self.preemption)
-        return None if queues == model.cohort else queues
-
-
-def _nominals(targets: Plan | None) -> tuple[tuple[str, str, int], ...]:
-    if targets is None:
-        return ()
-    return tuple(
-        (tenant.name, row.class_name, row.nominal)
-        for tenant in targets.tenants
-        for row in tenant.classes
-    )
+    return CohortConfig(tuple(queues), cohort_resources(policy), pool)
 
 
 ARMS: dict[str, Arm] = {
@@ -316,7 +211,7 @@ ARMS: dict[str, Arm] = {
             "admitted",
             queues=lambda s: planned_cohort(s.policy, plan(s.policy, s.capacity, {}), s.preemption),
             bounds=lambda s: dynamic_bounds(s.policy, s.capacity),
-            controller=lambda s, _nodes: QuotaController(s.policy, s.capacity, s.preemption),
+            controller=lambda s, nodes: ArmController(s, nodes, s.preemption),
         ),
         Arm(
             "geometry",
@@ -325,9 +220,7 @@ ARMS: dict[str, Arm] = {
             "admitted",
             queues=lambda s: planned_cohort(s.policy, plan(s.policy, s.capacity, {}), s.preemption),
             bounds=lambda s: dynamic_bounds(s.policy, widest_capacity(s)),
-            controller=lambda s, nodes: GeometryController(
-                s, nodes, QuotaController(s.policy, s.capacity, s.preemption)
-            ),
+            controller=lambda s, nodes: ArmController(s, nodes, s.preemption, layouts=True),
         ),
     )
 }

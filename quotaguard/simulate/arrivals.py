@@ -18,7 +18,7 @@ from quotaguard.kube.podspec import pod_gpus, pod_templates, workload_kind
 from quotaguard.policy.fungibility import class_order, compatible
 from quotaguard.policy.model import GpuClass, Tenant, TenantPolicy
 from quotaguard.simulate.placement import Gang, PodNeed
-from quotaguard.simulate.queueing import Request, request_of
+from quotaguard.simulate.queued import Request, request_of
 from quotaguard.simulate.trace import Trace
 
 MAX_OPTIONS = 8  # flavor combinations tried for one workload
@@ -131,16 +131,39 @@ def _as_pod(manifest: Mapping[str, Any]) -> Mapping[str, Any]:
     return {"apiVersion": "v1", "kind": "Pod", **manifest}
 
 
+# one row per (template, resource): pods, units per pod, selector, candidate classes
+_Row = tuple[int, int, tuple[tuple[str, str], ...], list[GpuClass]]
+
+
 def _requests(
     policy: TenantPolicy, obj: Mapping[str, Any], tenant: Tenant | None = None
 ) -> tuple[list[tuple[Request, Gang, float]], list[str]]:
     """Every (request, pods, GPU equivalents) the object's pods may be admitted as, in
     flavor order (classes of one resource in the order the tenant's queue lists them: its
     rewrite lists' order, then the policy's), and the GPU resources no class offers."""
+    rows, unknown = _candidate_rows(policy, obj, tenant)
+    classes = policy.classes_by_name
+    found = []
+    for choice in itertools.islice(itertools.product(*(row[3] for row in rows)), MAX_OPTIONS):
+        units: dict[str, int] = {}
+        gang: list[PodNeed] = []
+        for (pods, count, pod_selector, _), gpu_class in zip(rows, choice, strict=True):
+            units[gpu_class.name] = units.get(gpu_class.name, 0) + count * pods
+            if pods and count:
+                gang.append(PodNeed(pods, ((gpu_class.name, count),), pod_selector))
+        gpus = sum(float(classes[name].gpu_equivalent) * n for name, n in units.items())
+        found.append((request_of(units), tuple(gang), gpus))
+    return found, sorted(set(unknown))
+
+
+def _candidate_rows(
+    policy: TenantPolicy, obj: Mapping[str, Any], tenant: Tenant | None
+) -> tuple[list[_Row], list[str]]:
+    """Per pod template and GPU resource, the classes that may serve it in flavor order; and
+    the resources no class offers."""
     unknown: list[str] = []
     rank = {c.name: at for at, c in enumerate(class_order(policy, tenant))}
-    # one row per (template, resource): pods, units per pod, selector, candidate classes
-    rows: list[tuple[int, int, tuple[tuple[str, str], ...], list[GpuClass]]] = []
+    rows: list[_Row] = []
     templates = pod_templates(obj)
     for template, pods in zip(templates, _multiplicity(obj), strict=False):
         raw = template.spec.get("nodeSelector")
@@ -158,18 +181,7 @@ def _requests(
                 unknown.append(resource)
                 continue
             rows.append((pods, count, tuple(sorted(selector.items())), candidates))
-    classes = policy.classes_by_name
-    found = []
-    for choice in itertools.islice(itertools.product(*(row[3] for row in rows)), MAX_OPTIONS):
-        units: dict[str, int] = {}
-        gang: list[PodNeed] = []
-        for (pods, count, pod_selector, _), gpu_class in zip(rows, choice, strict=True):
-            units[gpu_class.name] = units.get(gpu_class.name, 0) + count * pods
-            if pods and count:
-                gang.append(PodNeed(pods, ((gpu_class.name, count),), pod_selector))
-        gpus = sum(float(classes[name].gpu_equivalent) * n for name, n in units.items())
-        found.append((request_of(units), tuple(gang), gpus))
-    return found, sorted(set(unknown))
+    return rows, unknown
 
 
 def _allowed(policy: TenantPolicy, obj: Mapping[str, Any], tenant: Tenant | None = None) -> Verdict:

@@ -27,8 +27,8 @@ import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
+from quotaguard.simulate.arm_replay import ArmRun
 from quotaguard.simulate.arms import ARMS
-from quotaguard.simulate.engine import ArmRun
 from quotaguard.simulate.flowbound import FlowJob, flow_bound
 from quotaguard.simulate.geometry_arm import widest_capacity, widest_gpus
 from quotaguard.simulate.setup import Setup

@@ -1,14 +1,16 @@
-"""The geometry arm: dynamic quotas on the capacity the MIG layouts give, and layouts that
-follow demand, chosen every interval by the controller's own layout planner.
+"""The geometry arm's nodes: dynamic quotas on the capacity the MIG layouts give, and layouts
+that follow demand, chosen every interval by the controller's own planning cycle
+(`planning.cycle`, run by `arm_controller.ArmController`); here the simulated nodes take the
+node updates it calls for, and mig-manager's part.
 
-Every interval, in the controller's order (`controller.loop`):
+Every interval, in the controller's order:
 
 1. **mig-manager's part.** A node relabelled `reconfigureTime` ago offers the resources of
    its new layout and reports `nvidia.com/mig.config.state: success` (its devices in the
    placement model are rebuilt from the layout). Until then it offers nothing.
 2. **Demand and weights**, smoothed as the quota controller smooths them.
-3. **The layout plan** (`geometry.planner.plan_layouts`) on the nodes as they are, and the
-   change steps the controller would write (`geometry.apply.next_updates`: cordon, wait for
+3. **The layout plan** (`geometry.layout_planner.plan_layouts`) on the nodes as they are, and the
+   change steps the controller would write (`geometry.node_updates.next_updates`: cordon, wait for
    the node's GPU pods to end, relabel, wait for success and the new allocatable, uncordon)
    applied to the simulated nodes. A cordoned node takes no new pods; a node is relabelled
    only once idle, as mig-manager needs and `drain` allows.
@@ -28,34 +30,18 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
-from typing import Protocol
 
-from quotaguard.geometry.apply import next_updates
-from quotaguard.geometry.layouts import class_offers
 from quotaguard.geometry.nodes import NodeView, node_views
-from quotaguard.geometry.planner import LayoutPlan, plan_layouts
+from quotaguard.geometry.pool_layouts import class_offers
 from quotaguard.geometry.progress import CHANGED_AT_ANNOTATION, PROGRESS_ANNOTATION, Update
 from quotaguard.policy.migconfig import MIG_CONFIG_LABEL, MIG_STATE_LABEL, SHARING_CONFIG_LABEL
 from quotaguard.policy.model import TenantPolicy
-from quotaguard.quota.capacity import ClassCapacity, capacities_from_totals, class_capacity
+from quotaguard.quota.class_capacity import ClassCapacity, capacities_from_totals, class_capacity
 from quotaguard.quota.cluster import Node
-from quotaguard.quota.step import Observed
 from quotaguard.simulate.placement import Cluster
-from quotaguard.simulate.queueing import CohortConfig, QueueModel
 from quotaguard.simulate.setup import Setup
 
 LAYOUT_LABELS = (MIG_CONFIG_LABEL, SHARING_CONFIG_LABEL)
-
-
-class QuotaReplanner(Protocol):
-    """The dynamic arm's quota controller, seen from here (`arms.QuotaController`)."""
-
-    runs: int
-    capacity: Mapping[str, ClassCapacity]
-
-    def observe(self, model: QueueModel, now: float) -> Observed: ...
-
-    def replan(self, model: QueueModel, seen: Observed) -> CohortConfig | None: ...
 
 
 def applying_policy(policy: TenantPolicy) -> TenantPolicy | None:
@@ -82,55 +68,39 @@ class LayoutChange:
         self.done: float | None = None
 
 
-class GeometryController:
-    """The geometry arm's controller (see the module docstring); a `QuotaStep`."""
+class SimulatedNodes:
+    """The geometry arm's nodes as the API server holds them, changed by the node updates of
+    the layout plan and by mig-manager once `reconfigureTime` has passed."""
 
-    def __init__(self, shared: Setup, cluster: Cluster, quota: QuotaReplanner) -> None:
-        self.shared, self.cluster, self.quota = shared, cluster, quota
-        self.policy = applying_policy(shared.policy)
-        geometry = shared.policy.spec.geometry
+    def __init__(self, shared: Setup, cluster: Cluster, policy: TenantPolicy) -> None:
+        self.shared, self.cluster, self.policy = shared, cluster, policy
+        geometry = policy.spec.geometry
         self.reconfigure_time = geometry.reconfigure_time if geometry is not None else 0.0
         self.nodes: dict[str, Node] = {node.name: node for node in shared.nodes}
         # node -> (when mig-manager is done, the allocatable it leaves)
         self.reconfiguring: dict[str, tuple[float, Mapping[str, int]]] = {}
         self.changes: list[LayoutChange] = []
         self._open: dict[str, LayoutChange] = {}
-        self.last_plan = LayoutPlan(mode="off")
-        self.runs = 0
 
-    def tick(self, model: QueueModel, now: float) -> CohortConfig | None:
-        seen = self.quota.observe(model, now)
-        self.runs = self.quota.runs
-        policy = self.policy
-        if policy is None:
-            return self.quota.replan(model, seen)
+    def now_serving(self, now: float) -> list[Node]:
+        """The nodes at `now`, once mig-manager is done with the layouts it was applying."""
         self._mig_manager(now)
-        nodes = list(self.nodes.values())
-        pods = self.shared.pods
-        views = self._views(policy, nodes)
-        held = {name: row.held_outside for name, row in class_capacity(policy, nodes, pods).items()}
-        layouts = plan_layouts(
-            policy, views, seen.demand, now=now, weights=seen.weights, held_outside=held
-        )
-        self.last_plan = layouts
-        out = layouts.out_of_capacity
-        self.quota.capacity = class_capacity(policy, [n for n in nodes if n.name not in out], pods)
-        for view, update in next_updates(policy, layouts, views, now):
-            self._apply(view, update, now)
-        model.resize(self._units(policy))
-        return self.quota.replan(model, seen)
+        return list(self.nodes.values())
 
-    # -- the nodes -----------------------------------------------------------------------
-
-    def _views(self, policy: TenantPolicy, nodes: Sequence[Node]) -> list[NodeView]:
-        """The planner's view of the nodes, busy as the placement model has them."""
-        views = []
-        for view in node_views(policy, nodes, self.shared.pods):
-            index = self.cluster.index(view.name)
+    def busy(self) -> dict[str, int]:
+        """GPU pods per node as the placement model has them."""
+        found = {}
+        for name in self.nodes:
+            index = self.cluster.index(name)
             if index is not None:
-                view = replace(view, gpu_pods=self.cluster.used(index))
-            views.append(view)
-        return views
+                found[name] = self.cluster.used(index)
+        return found
+
+    def take(self, updates: Sequence[tuple[NodeView, Update]], now: float) -> dict[str, int]:
+        """The node updates applied; the class units the nodes offer after them."""
+        for view, update in updates:
+            self._apply(view, update, now)
+        return self._units(self.policy)
 
     def _units(self, policy: TenantPolicy) -> dict[str, int]:
         """Class units the nodes offer now, cordoned or not (a draining node's pods still hold
@@ -144,7 +114,6 @@ class GeometryController:
 
     def _mig_manager(self, now: float) -> None:
         """Layouts whose reconfiguration is over: the new devices, and state success."""
-        assert self.policy is not None
         for name, (ready_at, allocatable) in sorted(self.reconfiguring.items()):
             if ready_at > now:
                 continue
@@ -158,7 +127,6 @@ class GeometryController:
 
     def _apply(self, view: NodeView, update: Update, now: float) -> None:
         """One node update, as the API server would take it, and mig-manager's reaction."""
-        assert self.policy is not None
         node = self.nodes[view.name]
         labels = dict(node.labels)
         for key, value in update.labels.items():

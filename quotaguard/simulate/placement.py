@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from quotaguard.policy.model import TenantPolicy
-from quotaguard.quota.capacity import class_of_pod_resource, node_counts, outside_tenants
+from quotaguard.quota.class_capacity import class_of_pod_resource, node_counts, outside_tenants
 from quotaguard.quota.cluster import Node, Pod
 
 Scoring = Literal["LeastAllocated", "MostAllocated"]

@@ -29,10 +29,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal, Protocol
+from typing import Literal, Protocol
 
-if TYPE_CHECKING:
-    from quotaguard.simulate.queueing import QueuedWorkload, Request
+from quotaguard.simulate.queued import QueuedWorkload, Request
 
 ReclaimPolicy = Literal["Never", "LowerPriority", "Any"]
 WithinPolicy = Literal["Never", "LowerPriority", "LowerOrNewerEqualPriority"]

@@ -30,7 +30,7 @@ What it follows (Kueue "Cluster Queue", "Preemption" and fair sharing documentat
   to end first); a workload admitted at that very instant is not a victim. An evicted
   workload goes back to its queue at the place its arrival gives it (Kueue keeps the creation
   timestamp) and, once admitted again, runs again (from its last checkpoint, if it has any:
-  see `engine`). Without preemption, lowering a
+  see `arm_replay`). Without preemption, lowering a
   quota below usage evicts nothing (as in Kueue): the queue admits nothing more until usage
   drains.
 """
@@ -39,106 +39,13 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass, field
-from typing import Literal
 
-from quotaguard.simulate.preemption import NEVER, Preemption, targets
+from quotaguard.simulate.cohort import INFINITE, CohortConfig, QueueConfig
+from quotaguard.simulate.preemption import Preemption, targets
+from quotaguard.simulate.queued import Eviction, QueuedWorkload, Request
 
-Request = tuple[tuple[str, int], ...]  # (class, units), sorted by class
 # (the requests it may be admitted as, priority): pending workloads that queue alike
 Shape = tuple[tuple[Request, ...], int]
-Strategy = Literal["BestEffortFIFO", "StrictFIFO"]
-INFINITE = float("inf")
-
-
-@dataclass(frozen=True, slots=True)
-class Quota:
-    nominal: int
-    borrowing_limit: int | None = None
-    lending_limit: int | None = None
-
-    @property
-    def own(self) -> int:
-        """The part of nominal that is never lent."""
-        if self.lending_limit is None:
-            return 0
-        return max(0, self.nominal - self.lending_limit)
-
-    @property
-    def lendable(self) -> int:
-        return self.nominal - self.own
-
-    @property
-    def ceiling(self) -> float:
-        return INFINITE if self.borrowing_limit is None else self.nominal + self.borrowing_limit
-
-
-@dataclass(frozen=True, slots=True)
-class QueueConfig:
-    name: str
-    quotas: Mapping[str, Quota]  # class -> quota; a class not listed cannot be used
-    weight: float = 1.0
-    strategy: Strategy = "BestEffortFIFO"
-    preemption: Preemption = NEVER
-    # flavorFungibility.whenCanBorrow: TryNextFlavor (False: MayStopSearch, Kueue's default)
-    borrow_next: bool = False
-
-
-@dataclass(frozen=True, slots=True)
-class CohortConfig:
-    queues: tuple[QueueConfig, ...]
-    # class -> resource name, to take the dominant share over resources (as Kueue does)
-    resources: Mapping[str, str]
-    # class -> quota the cohort itself holds, lendable to every queue
-    pool: Mapping[str, int] = field(default_factory=dict)
-
-
-@dataclass(slots=True)
-class QueuedWorkload:
-    id: int
-    queue: str
-    request: Request
-    arrival: float
-    priority: int = 0
-    admitted_at: float | None = None
-    # flavor fungibility: the requests Kueue tries in order (one class per resource each);
-    # empty: `request` only. Admitted, `request` is the one that fit.
-    options: tuple[Request, ...] = ()
-
-    def queue_key(self) -> tuple[int, float, int]:
-        """Order within a queue: highest priority first, then oldest."""
-        return (-self.priority, self.arrival, self.id)
-
-
-@dataclass(frozen=True, slots=True)
-class Eviction:
-    """An admitted workload preempted: it ran from `started` until `at`, for nothing."""
-
-    workload: QueuedWorkload
-    started: float
-    at: float
-    preemptor: QueuedWorkload
-
-
-def most_admissible(cohort: CohortConfig, queue_name: str, class_name: str) -> float:
-    """The most units of a class a queue could ever be admitted with under this configuration,
-    whatever the other queues use: no more than its nominal plus its borrowing limit, and no
-    more than its nominal plus all the cohort could lend it (the other queues' lendable
-    quota and the cohort's pool). Quota only, not the cluster."""
-    own = next((q for q in cohort.queues if q.name == queue_name), None)
-    quota = own.quotas.get(class_name) if own is not None else None
-    if quota is None:
-        return 0
-    others = sum(
-        q.quotas[class_name].lendable
-        for q in cohort.queues
-        if q.name != queue_name and class_name in q.quotas
-    )
-    return min(quota.ceiling, quota.nominal + others + cohort.pool.get(class_name, 0))
-
-
-def request_of(units: Mapping[str, int]) -> Request:
-    return tuple(sorted((name, count) for name, count in units.items() if count > 0))
 
 
 class _Queue:
@@ -181,6 +88,17 @@ class _Queue:
             del priorities[workload.priority]
 
 
+def _lowest_preemptible(queue: _Queue) -> int | None:
+    """The lowest priority running in the queue, made comparable to "lower than" (equal
+    priorities count as lower under LowerOrNewerEqualPriority); None: nothing runs."""
+    lowest = min(queue.running_priorities, default=None)
+    if lowest is not None and queue.config.preemption.within_cluster_queue == (
+        "LowerOrNewerEqualPriority"
+    ):
+        lowest -= 1
+    return lowest
+
+
 def _preempting_heads(
     name: str, queue: _Queue, borrowers: Mapping[str, list[str]]
 ) -> Iterator[QueuedWorkload]:
@@ -195,10 +113,7 @@ def _preempting_heads(
         heads = [min(heads, key=QueuedWorkload.queue_key)]
     reclaim = policy.reclaim_within_cohort != "Never"
     within = policy.within_cluster_queue
-    # the lowest priority running in the queue, made comparable to "lower than"
-    lowest = min(queue.running_priorities, default=None)
-    if lowest is not None and within == "LowerOrNewerEqualPriority":
-        lowest -= 1
+    lowest = _lowest_preemptible(queue)
     for head in heads:
         reclaimable = reclaim and any(
             other != name for c, _ in head.request for other in borrowers.get(c, ())
@@ -400,21 +315,7 @@ class QueueModel:
             return []
         admitted: list[QueuedWorkload] = []
         while True:
-            chosen: QueuedWorkload | None = None
-            chosen_request: Request = ()
-            chosen_key: tuple[bool, float, int, float, int] | None = None
-            for name, queue in self._queues.items():
-                if not queue.pending:
-                    continue
-                found = self._candidate(queue)
-                if found is None:
-                    continue
-                candidate, request = found
-                borrowing = self.borrows(name, request)
-                share = self.share(name, request) if borrowing else 0.0
-                key = (borrowing, share, -candidate.priority, candidate.arrival, candidate.id)
-                if chosen_key is None or key < chosen_key:
-                    chosen, chosen_key, chosen_request = candidate, key, request
+            chosen, chosen_request, chosen_key = self._first_candidate()
             if self._preempting and (chosen_key is None or chosen_key[0]):
                 # a workload that fits only by borrowing waits behind one that can reclaim
                 # its own nominal quota, as Kueue's scheduler orders them
@@ -429,6 +330,28 @@ class QueueModel:
             admitted.append(chosen)
         self._changed = False
         return admitted
+
+    def _first_candidate(
+        self,
+    ) -> tuple[QueuedWorkload | None, Request, tuple[bool, float, int, float, int] | None]:
+        """Across the queues' candidates, the one Kueue's scheduler takes first: fits within
+        nominal quota, then the lowest share it would leave, then priority, then age."""
+        chosen: QueuedWorkload | None = None
+        chosen_request: Request = ()
+        chosen_key: tuple[bool, float, int, float, int] | None = None
+        for name, queue in self._queues.items():
+            if not queue.pending:
+                continue
+            found = self._candidate(queue)
+            if found is None:
+                continue
+            candidate, request = found
+            borrowing = self.borrows(name, request)
+            share = self.share(name, request) if borrowing else 0.0
+            key = (borrowing, share, -candidate.priority, candidate.arrival, candidate.id)
+            if chosen_key is None or key < chosen_key:
+                chosen, chosen_key, chosen_request = candidate, key, request
+        return chosen, chosen_request, chosen_key
 
     # -- preemption ----------------------------------------------------------------------
 

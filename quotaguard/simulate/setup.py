@@ -8,7 +8,7 @@ from functools import cached_property
 from typing import Literal
 
 from quotaguard.policy.model import TenantPolicy
-from quotaguard.quota.capacity import ClassCapacity, class_capacity
+from quotaguard.quota.class_capacity import ClassCapacity, class_capacity
 from quotaguard.quota.cluster import Node, Pod
 from quotaguard.simulate.arrivals import Arrival
 from quotaguard.simulate.placement import Cluster, Scoring

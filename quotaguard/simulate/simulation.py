@@ -10,11 +10,11 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from quotaguard.policy.model import TenantPolicy
+from quotaguard.simulate.arm_metrics import ArmMetrics, arm_metrics
+from quotaguard.simulate.arm_replay import ArmName, ArmRun, Setup, StaticBaseline, run_arm, setup
 from quotaguard.simulate.arms import ARMS
 from quotaguard.simulate.arrivals import AdmissionCache, arrivals
 from quotaguard.simulate.bound import bound_utilization
-from quotaguard.simulate.engine import ArmName, ArmRun, Setup, StaticBaseline, run_arm, setup
-from quotaguard.simulate.metrics import ArmMetrics, arm_metrics
 from quotaguard.simulate.placement import Scoring
 from quotaguard.simulate.preemption import PRESETS, SAMPLE_PRESET, Preemption
 from quotaguard.simulate.trace import Trace
@@ -88,11 +88,7 @@ class Simulation:
                 waiting = series.waiting_units.get(tenant.name, {}).get(class_name)
                 if quota is None or quota.max is None or usage is None or waiting is None:
                     continue
-                idle = [
-                    row.distributable - total
-                    for used, pending, total in zip(usage, waiting, used_all, strict=True)
-                    if pending > 0 and used >= quota.max and row.distributable > total
-                ]
+                idle = _idle_at_max(quota.max, row.distributable, usage, waiting, used_all)
                 if idle:
                     found.append(
                         Capped(
@@ -104,6 +100,21 @@ class Simulation:
                         )
                     )
         return sorted(found, key=lambda c: (-c.seconds, c.tenant, c.class_name))
+
+
+def _idle_at_max(
+    ceiling: int,
+    distributable: int,
+    usage: Sequence[float],
+    waiting: Sequence[float],
+    used_all: Sequence[float],
+) -> list[float]:
+    """Per sample with work waiting and the queue at its max: the class's idle units."""
+    return [
+        distributable - total
+        for used, pending, total in zip(usage, waiting, used_all, strict=True)
+        if pending > 0 and used >= ceiling and distributable > total
+    ]
 
 
 def simulate(

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 
-from quotaguard.simulate.metrics import ArmMetrics, Outcome
+from quotaguard.simulate.arm_metrics import ArmMetrics, Outcome
 from quotaguard.simulate.simulation import Simulation
 from quotaguard.simulate.words import (
     HOUR,

@@ -20,7 +20,7 @@ from quotaguard.webhook.guard import (
     GuardedSite,
     size_tls_buffers,
 )
-from quotaguard.webhook.runtimes import cluster_cache
+from quotaguard.webhook.runtime_cache import cluster_cache
 from quotaguard.webhook.server import IN_FLIGHT_KEY, InFlight, build_webhook_app
 
 log = logging.getLogger("quotaguard.webhook")

@@ -43,7 +43,7 @@ from aiohttp.http_exceptions import HttpProcessingError
 from aiohttp.typedefs import Middleware
 from aiohttp.web_protocol import RequestHandler
 
-from quotaguard.serve.observability import counter, gauge
+from quotaguard.metrics.registry import counter, gauge
 
 log = logging.getLogger("quotaguard.webhook")
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]

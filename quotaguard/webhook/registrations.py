@@ -26,6 +26,15 @@ from quotaguard.kube.names import (
     KUEUE_ADMISSION_GATE,
     KUEUE_QUEUE_LABEL,
 )
+from quotaguard.webhook.registration_headers import (
+    GENERATED,
+    MUTATING_HEADER,
+    PILOT_HEADER,
+    VALIDATING_HEADER,
+)
+from quotaguard.webhook.update_conditions import (
+    resources_changed_expression,
+)
 
 Operation = Literal["CREATE", "UPDATE"]
 Manifest = dict[str, Any]
@@ -205,91 +214,6 @@ def _spark_role(steps: tuple[Step, ...], resources_check: str) -> list[str]:
             _along("object", (*steps, Step("field", "annotations")), _SHARE_ANNOTATIONS)
         )
     return branches
-
-
-def _pod_template_resources(template: str) -> str:
-    """CEL: the `resources` of every init container and container of the pod template
-    `template` (a list of two lists, empty ones where something is missing or odd)."""
-    spec = f"{template}.spec"
-    return (
-        f"(type({template}) == map && has({spec}) && type({spec}) == map\n"
-        f"  ? ['initContainers', 'containers'].map(f, f in {spec} && type({spec}[f]) == list\n"
-        f"    ? {spec}[f].map(c, type(c) == map && 'resources' in c ? c.resources : null)\n"
-        "    : [])\n"
-        "  : [])"
-    )
-
-
-def _collect(value: str, steps: tuple[Step, ...], leaf: str, depth: int = 0) -> str:
-    """CEL: a value that holds `leaf` (a template given the value's CEL as `{value}`) for every
-    value at `steps` below `value`, the key with each value of a map (so that two maps with the
-    same values under other keys differ). Every branch is `dyn`, as the type checker wants one
-    type for both sides of a `?:` and for the items of a list."""
-    if not steps:
-        return f"dyn({leaf.replace('{value}', value)})"
-    step, rest = steps[0], steps[1:]
-    here = f"{value}.{step.field}"
-    present = f"type({value}) == map && has({here})"
-    if step.kind == "field":
-        return f"({present}\n  ? {_collect(here, rest, leaf, depth)}\n  : dyn([]))"
-    item = f"i{depth}"
-    if step.kind == "list":
-        inner = _collect(item, rest, leaf, depth + 1)
-        return (
-            f"({present} && type({here}) == list\n  ? dyn({here}.map({item}, {inner}))\n"
-            "  : dyn([]))"
-        )
-    inner = _collect(f"{here}[{item}]", rest, leaf, depth + 1)
-    return (
-        f"({present} && type({here}) == map\n"
-        f"  ? dyn({here}.map({item}, [dyn({item}), {inner}]))\n  : dyn([]))"
-    )
-
-
-def _same(old: str, new: str, steps: tuple[Step, ...], leaf: str, depth: int = 0) -> str:
-    """CEL: the values at `steps` below `old` and `new` pass `leaf` equally. A list is compared
-    in order; a map key by key, since CEL walks a map in no fixed order."""
-    if not steps or steps[0].kind == "list":
-        return f"{_collect(old, steps, leaf, depth)}\n== {_collect(new, steps, leaf, depth)}"
-    step, rest = steps[0], steps[1:]
-    old_here, new_here = f"{old}.{step.field}", f"{new}.{step.field}"
-    is_map = " && type({0}) == map" if step.kind == "map" else ""
-    old_present = f"(type({old}) == map && has({old_here}){is_map.format(old_here)})"
-    new_present = f"(type({new}) == map && has({new_here}){is_map.format(new_here)})"
-    if step.kind == "field":
-        inner = _same(old_here, new_here, rest, leaf, depth)
-    else:
-        key = f"k{depth}"
-        below = _same(f"{old_here}[{key}]", f"{new_here}[{key}]", rest, leaf, depth + 1)
-        inner = (
-            f"size({old_here}) == size({new_here})\n"
-            f"&& {old_here}.all({key}, {key} in {new_here}\n&& {below})"
-        )
-    return f"({old_present} == {new_present}\n&& (!{old_present} || {inner}))"
-
-
-def resources_unchanged_expression(kind: Kind) -> str:
-    """CEL: the update keeps what the pod templates of the object ask for: the resources of
-    every container (an AppWrapper: every component's template, which CEL cannot search)."""
-    if kind.components is not None:
-        leaf = (
-            "(type({value}) == list\n"
-            "  ? {value}.map(c, type(c) == map && 'template' in c ? c.template : null)\n"
-            "  : [])"
-        )
-        return _same("oldObject", "object", parse_path(kind.components), leaf)
-    parts = []
-    for place in kind.templates:
-        leaf = "{value}" if place.form == "resources" else _pod_template_resources("{value}")
-        parts.append(_same("oldObject", "object", place.steps, leaf))
-    return "\n&& ".join(f"({part})" for part in parts)
-
-
-def resources_changed_expression(kind: Kind, changed: bool) -> str:
-    """CEL: the update changes (or, `changed=False`, keeps) the resources of some container of
-    the object's pod templates."""
-    unchanged = resources_unchanged_expression(kind)
-    return f"!(\n{_indent(unchanged)})" if changed else unchanged
 
 
 def _non_empty_string(map_cel: str, key: str) -> str:
@@ -573,119 +497,6 @@ def pilot_patches() -> list[Manifest]:
         )
     return found
 
-
-GENERATED = (
-    "# Generated by `python webhook/generate.py` from quotaguard/kube/kinds.py: do not edit.\n"
-)
-
-MUTATING_HEADER = """\
-# /mutate: rewrites nvidia.com/gpu into the tenant's GPU class, places and queues the workload.
-#
-# CREATE: failurePolicy Fail. An object that passes unrewritten while the webhook is unreachable
-# keeps its plain nvidia.com/gpu request and no queue label: it lands on a whole GPU outside the
-# tenant's quota, which is exactly what quotaguard exists to prevent. The blast radius of Fail
-# is kept small instead: the matchConditions send only objects that ask for a GPU (an
-# nvidia.com/ resource, a resource whose name looks like an accelerator such as amd.com/gpu
-# or habana.ai/gaudi, or KAI scheduler's gpu-fraction / gpu-memory annotations on a pod
-# template), or that name DRA resourceClaims,
-# kube-system, quotaguard-system and namespaces labelled quotaguard.dev/ignore=true
-# are never sent, and the webhook runs 2+ replicas with a PodDisruptionBudget. For a first
-# rollout use config/components/pilot/ (failurePolicy Ignore, one labelled namespace); see
-# docs/deploy.md.
-#
-# UPDATE: webhooks of their own, failurePolicy Ignore. They put back what CREATE decided when
-# an update undoes it: `kubectl apply` of an unchanged manifest adds nvidia.com/gpu back next
-# to the class (custom resources: replaces the templates with the manifest's), which leaves a
-# suspended Job's template with two GPU resources and makes the API server refuse the update
-# of a running Job or of a Pod as "field is immutable". An update that changes a template's
-# GPU requests (a Deployment edited to ask for GPUs) is decided like a CREATE: rewritten,
-# queued and recorded, or denied. Ignore, because Kueue's unsuspend and controllers' label
-# updates pass through them and must not wait for quotaguard; an outage brings back the
-# re-apply problem above, and a GPU change that arrives undecided is refused by the validating
-# <kind>s-resources webhook (failurePolicy Fail). Pods are sent on UPDATE
-# only when a container holds a plain nvidia.com/gpu next to another nvidia.com/ resource
-# (what re-applying a rewritten Pod's manifest produces), so the frequent label, annotation
-# and scheduling-gate updates of GPU pods never reach quotaguard. Workload objects change
-# rarely: every update of one that asks for a GPU is sent.
-#
-# Pods on CREATE have a second condition, not-yet-decided-by-quotaguard: a Pod that already
-# carries quotaguard's decision is not sent. That is a Pod with the tenant stamp
-# (quotaguard.dev/tenant) and the decision record (quotaguard.dev/decided-gpus; validation
-# checks that it names what the Pod asks for), no plain nvidia.com/gpu next to another
-# nvidia.com/ resource, and
-# either made by one of kube-controller-manager's workload controllers for an owner of a kind
-# quotaguard handles (its template was decided at the owner: mutation would answer without a
-# patch), or with Kueue's queue label, Kueue's admission gate and the default scheduler (what
-# this webhook and then Kueue's leave on a bare Pod). The API server evaluates matchConditions
-# again before the reinvocation IfNeeded asks for after Kueue's gate, so a bare GPU Pod costs
-# two calls (mutate, validate) instead of three, and a Job's Pod one (validate) instead of two.
-# The one change: such a Pod is judged by validation as it is rather than mutated again; what a
-# later webhook changes is still judged by validation. A Pod written that way by hand gains
-# nothing: Kueue queues it by its label, validation refuses another tenant's queue and classes
-# the tenant may not use, and with the Volcano backend the default scheduler. A Volcano queue
-# annotation alone is not taken as decided: with the Kueue backend such a Pod would escape
-# Kueue's gate.
-#
-# One webhook per kind (quotaguard/kube/kinds.py), so that each matchCondition reads that
-# kind's pod-template paths; a kind whose CRD is not installed is never matched. An
-# AppWrapper's components are arbitrary objects that CEL cannot search: every AppWrapper with
-# components is sent. The CEL checks types before descending, so an odd object is "not sent"
-# rather than an evaluation error (which failurePolicy Fail would turn into a rejection); for
-# not-yet-decided-by-quotaguard, odd metadata is "sent".
-# caBundle is filled in by cert-manager's CA injector or by `quotaguard certs`.
-#
-# metadata.name sorts first: the API server calls mutating configurations in name order, and
-# this one must come before Kueue's (kueue-mutating-webhook-configuration), whose webhooks gate
-# a Pod or suspend a Job at creation only when the queue label quotaguard adds is already
-# there; see docs/deploy.md. Keep the name as it is.
-"""
-
-VALIDATING_HEADER = """\
-# /validate: denies GPU requests that break the tenant policy (see the admission contract).
-#
-# CREATE: failurePolicy Fail. Validation is what enforces tenant isolation (another tenant's
-# queue, classes the tenant may not use, maxGPUsPerPod); with Ignore, an outage of the webhook
-# would silently switch isolation off. Only objects asking for a GPU are sent (matchConditions,
-# as for /mutate), so an outage blocks new GPU workloads and nothing else. The pilot
-# component (config/components/pilot/) relaxes this to Ignore on one labelled namespace; see
-# docs/deploy.md.
-#
-# UPDATE of workload objects: two webhooks per kind, told apart by a matchCondition that
-# compares the resources of every container of the pod templates with the stored object's.
-#
-# <kind>s-resources.validate (container-resources-changed): failurePolicy Fail. A template that
-# gains or changes GPUs is decided like a CREATE by the mutating UPDATE webhook, which records
-# the decision (quotaguard.dev/decided-gpus); this webhook refuses the update when the change
-# arrives undecided (that webhook fails open) or breaks the policy. Fail, because with Ignore
-# an outage would let a Deployment edited to ask for GPUs run them outside every queue. Kueue
-# and the workload controllers never change container resources (Kueue's unsuspend changes
-# suspend, labels, annotations, nodeSelector, tolerations), so they never wait for it; a user's
-# edit of a GPU workload's resources does, as a CREATE does.
-#
-# <kind>s-update.validate (container-resources-unchanged): failurePolicy Ignore. A changed
-# queue is judged (Kueue lets a suspended Job move to another queue; it must stay one of the
-# tenant's). Ignore, because Kueue's unsuspend passes through it and must not wait for
-# quotaguard; an outage lets a queue move through unjudged, never a GPU. Pods are not sent on
-# UPDATE: their updates are frequent and their resources cannot change (a queue label changed
-# on a bare Pod is not judged).
-#
-# It runs after every mutation, on the final object, so the rewritten class resources
-# (nvidia.com/mig-*, nvidia.com/gpu.shared) match the same condition.
-#
-# DRA: an object whose pod templates name resourceClaims is sent too (what a claim asks for is
-# in a ResourceClaimTemplate or ResourceClaim that CEL cannot read). ResourceClaimTemplates and
-# ResourceClaims that ask for devices are sent on CREATE (their specs cannot change), except
-# those Kubernetes makes for a pod (kube-controller-manager's resource-claim controller, from
-# a template judged when it was created; the scheduler, for an extended resource backed by
-# DRA).
-# caBundle is filled in by cert-manager's CA injector or by `quotaguard certs`.
-"""
-
-PILOT_HEADER = """\
-# The pilot's webhook patches: every webhook failurePolicy Ignore, and only namespaces
-# labelled quotaguard.dev/pilot=true (the exemptions of the base still hold). See
-# kustomization.yaml beside this file.
-"""
 
 FILES = {
     "webhook/mutatingwebhookconfiguration.yaml": ("mutate", MUTATING_HEADER),

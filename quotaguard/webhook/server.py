@@ -27,13 +27,13 @@ from aiohttp.typedefs import Middleware
 from quotaguard.admission import engine
 from quotaguard.admission.reviews import AdmissionReview, BadReview, encode_json
 from quotaguard.admission.sparse import decode_review_body
-from quotaguard.policy.model import TenantPolicy
-from quotaguard.serve.observability import (
+from quotaguard.metrics.serve_metrics import (
     ADMISSION_DENIALS,
     ADMISSION_DURATION,
     ADMISSION_IN_FLIGHT,
     ADMISSION_REQUESTS,
 )
+from quotaguard.policy.model import TenantPolicy
 from quotaguard.serve.policystore import PolicyStore
 from quotaguard.webhook.guard import ConnectionGuard, ConnectionLimits, read_body
 

@@ -16,7 +16,7 @@ from typing import Any
 
 from kubernetes.client.exceptions import ApiException
 
-from quotaguard.controller.kube import KubeClients
+from quotaguard.controller.kube_clients import KubeClients
 
 Json = dict[str, Any]
 

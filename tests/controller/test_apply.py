@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from quotaguard.controller.apply import (
+from quotaguard.controller.server_side_apply import (
     FieldConflict,
     appliers,
     apply_body,

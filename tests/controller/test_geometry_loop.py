@@ -11,12 +11,12 @@ import yaml
 
 from quotaguard.controller.backoff import Backoff
 from quotaguard.controller.leader import LeaderElector
-from quotaguard.controller.loop import Controller, ControllerSettings
+from quotaguard.controller.quota_controller import Controller, ControllerSettings
 from quotaguard.controller.watch import WatchSettings
 from quotaguard.geometry.progress import PROGRESS_ANNOTATION
+from quotaguard.metrics.registry import REGISTRY
 from quotaguard.policy.loader import load_policy_text
 from quotaguard.policy.migconfig import builtin_configs, node_resources
-from quotaguard.serve.observability import REGISTRY
 
 from .fakes import FakeApiServer, FakeLeaseStore, fake_clients
 from .test_loop import CQ, cluster_queue, run, synced_interval

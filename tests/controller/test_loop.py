@@ -12,11 +12,11 @@ import pytest
 
 from quotaguard.controller.backoff import Backoff
 from quotaguard.controller.leader import LeaderElector
-from quotaguard.controller.loop import Controller, ControllerSettings
+from quotaguard.controller.quota_controller import Controller, ControllerSettings
 from quotaguard.controller.watch import WatchSettings
+from quotaguard.metrics.controller_metrics import CONTROLLER_STALE
+from quotaguard.metrics.registry import REGISTRY
 from quotaguard.policy.loader import load_policy_text
-from quotaguard.reports.metrics import CONTROLLER_STALE
-from quotaguard.serve.observability import REGISTRY
 
 from .fakes import FakeApiServer, FakeLeaseStore, api_error, fake_clients
 

@@ -12,7 +12,7 @@ from urllib.parse import parse_qs, urlparse
 
 import pytest
 
-from quotaguard.controller.loop import Controller
+from quotaguard.controller.quota_controller import Controller
 
 from .test_loop import make_controller, run, server, synced_interval  # noqa: F401
 

@@ -9,7 +9,8 @@ import time
 from typing import Any
 
 from quotaguard.controller.backoff import Backoff
-from quotaguard.controller.loop import WRITES_IN_FLIGHT, Controller, ControllerSettings
+from quotaguard.controller.queue_fanout import WRITES_IN_FLIGHT
+from quotaguard.controller.quota_controller import Controller, ControllerSettings
 from quotaguard.controller.watch import WatchSettings
 from quotaguard.policy.loader import load_policy_text
 

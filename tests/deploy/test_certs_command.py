@@ -20,14 +20,13 @@ import pytest
 from quotaguard.certs.builders import CertSettings, load_certificates
 from quotaguard.cli import main
 from quotaguard.commands import certs as command
-from quotaguard.commands.certs import (
+from quotaguard.commands.certs import Targets, run_cluster
+from quotaguard.commands.certs_cluster import (
     MUTATING,
     VALIDATING,
     CertsError,
     ConflictError,
     KubernetesCluster,
-    Targets,
-    run_cluster,
 )
 
 NOW = datetime.datetime(2026, 6, 1, tzinfo=datetime.UTC)

@@ -13,12 +13,12 @@ from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 import quotaguard.webhook.server  # noqa: F401  (registers the admission series)
+from quotaguard.metrics.controller_metrics import publish_report
+from quotaguard.metrics.registry import REGISTRY
 from quotaguard.policy.loader import load_policy_file
-from quotaguard.quota.capacity import capacities_from_totals
-from quotaguard.quota.planner import plan
-from quotaguard.quota.report import build_report
-from quotaguard.reports.metrics import publish_report
-from quotaguard.serve.observability import REGISTRY
+from quotaguard.quota.class_capacity import capacities_from_totals
+from quotaguard.quota.quota_planner import plan
+from quotaguard.quota.quota_report import build_report
 from tests.deploy.manifests import CONFIG
 
 DASHBOARD = CONFIG / "components" / "prometheus" / "dashboards" / "quotaguard.json"

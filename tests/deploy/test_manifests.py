@@ -16,8 +16,8 @@ from quotaguard.controller.kueue import flavor_fungibility
 from quotaguard.kube.kinds import KINDS
 from quotaguard.policy.fungibility import flavor_order
 from quotaguard.policy.loader import load_policy_file, load_policy_text
-from quotaguard.reports.http import report_routes
-from quotaguard.serve.http import build_http_app
+from quotaguard.reports.report_routes import report_routes
+from quotaguard.serve.plain_http import build_http_app
 from quotaguard.serve.policystore import PolicyStore
 from quotaguard.webhook.registrations import (
     CLAIM_ASKS_FOR_DEVICES,

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from quotaguard.geometry.apply import next_updates, patch_body
-from quotaguard.geometry.planner import plan_layouts
+from quotaguard.geometry.layout_planner import plan_layouts
+from quotaguard.geometry.node_updates import next_updates, patch_body
 from quotaguard.geometry.progress import PROGRESS_ANNOTATION, Progress, Update
 
 from .helpers import demand, node, policy, sharing_policy, views

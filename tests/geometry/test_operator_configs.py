@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import yaml
 
-from quotaguard.geometry.layouts import pool_layouts
 from quotaguard.geometry.operatorconfigs import (
     from_configmap,
     undefined_configs,
     with_operator_configs,
 )
+from quotaguard.geometry.pool_layouts import pool_layouts
 from tests.geometry.helpers import policy
 
 SMALL_ONLY = {"devices": "all", "mig-enabled": True, "mig-devices": {"1g.10gb": 7}}

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from quotaguard.geometry.planner import plan_layouts
+from quotaguard.geometry.layout_planner import plan_layouts
 from quotaguard.geometry.progress import CHANGED_AT_ANNOTATION, PROGRESS_ANNOTATION, Progress
 
 from .helpers import demand, node, pod, policy, views

@@ -7,8 +7,8 @@ from fractions import Fraction
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from quotaguard.geometry.layouts import class_offers
-from quotaguard.geometry.planner import plan_layouts
+from quotaguard.geometry.layout_planner import plan_layouts
+from quotaguard.geometry.pool_layouts import class_offers
 from quotaguard.geometry.progress import CHANGED_AT_ANNOTATION, PROGRESS_ANNOTATION, Progress
 from quotaguard.policy.migconfig import builtin_configs, node_resources
 from quotaguard.quota.demand import ClassDemand

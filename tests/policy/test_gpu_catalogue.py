@@ -352,7 +352,7 @@ def test_a_faulty_gpus_media_extension_instances_are_found_by_dcgms_profile_name
     from dataclasses import dataclass, field
 
     from quotaguard.policy.model import GpuClass
-    from quotaguard.quota.capacity import units_per_gpu
+    from quotaguard.quota.class_capacity import units_per_gpu
     from quotaguard.quota.cluster import Node
 
     @dataclass(frozen=True)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from quotaguard.policy.model import TenantPolicy
-from quotaguard.quota.capacity import ClassCapacity
+from quotaguard.quota.class_capacity import ClassCapacity
 from tests import policies
 
 

@@ -8,7 +8,7 @@ from typing import Any
 from hypothesis import strategies as st
 
 from quotaguard.policy.model import TenantPolicy
-from quotaguard.quota.capacity import ClassCapacity
+from quotaguard.quota.class_capacity import ClassCapacity
 from quotaguard.quota.cluster import ResourceQuota
 from quotaguard.quota.demand import ClassDemand
 from quotaguard.quota.queues import QueueState

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from quotaguard.policy.loader import load_policy_file
 from quotaguard.policy.model import TenantPolicy
-from quotaguard.quota.capacity import class_capacity
+from quotaguard.quota.class_capacity import class_capacity
 from quotaguard.quota.cluster import (
     ParsedObjects,
     ResourceQuota,

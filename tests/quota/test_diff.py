@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from quotaguard.quota.capacity import class_capacity
+from quotaguard.quota.class_capacity import class_capacity
 from quotaguard.quota.cluster import ResourceQuota, load_snapshot
 from quotaguard.quota.demand import demand_of
 from quotaguard.quota.diff import diff, target_quotas
-from quotaguard.quota.planner import Plan, plan
 from quotaguard.quota.queues import QueueState, current_state
+from quotaguard.quota.quota_planner import Plan, plan
 from tests.quota.test_cluster import FIXTURE, SAMPLE
 
 

@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from quotaguard.cli import main
-from quotaguard.quota.capacity import Outage, capacities_from_totals
+from quotaguard.quota.class_capacity import Outage, capacities_from_totals
 from quotaguard.quota.cluster import parse_objects
 from quotaguard.quota.demand import ClassDemand
 from quotaguard.quota.dracapacity import dra_capacity, with_dra_capacity

@@ -4,8 +4,8 @@ what a held-back raise left below minChange does (cases mutation testing showed 
 from __future__ import annotations
 
 from quotaguard.quota.demand import ClassDemand
-from quotaguard.quota.planner import Plan, plan
 from quotaguard.quota.queues import QueueState
+from quotaguard.quota.quota_planner import Plan, plan
 from tests.quota.helpers import h100, policy
 from tests.quota.test_planner_branches import holding
 

@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from quotaguard.policy.model import TenantPolicy
-from quotaguard.quota.planner import ClassPlan, Plan, plan
+from quotaguard.quota.quota_planner import ClassPlan, Plan, plan
 from tests.quota.strategies import Case, cases
 
 EXAMPLES = settings(max_examples=75, deadline=None)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from quotaguard.quota.cluster import ResourceQuota
 from quotaguard.quota.demand import ClassDemand
-from quotaguard.quota.planner import ClassPlan, Plan, plan
 from quotaguard.quota.queues import QueueState
+from quotaguard.quota.quota_planner import ClassPlan, Plan, plan
 from tests.quota.helpers import h100, policy
 
 BIG = ClassDemand(0, 20)

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from quotaguard.policy.loader import load_policy_file
-from quotaguard.quota.capacity import capacities_from_totals
+from quotaguard.quota.class_capacity import capacities_from_totals
 from quotaguard.quota.cluster import ResourceQuota
 from quotaguard.quota.demand import ClassDemand
-from quotaguard.quota.planner import ClassPlan, Plan, plan
 from quotaguard.quota.queues import QueueState
+from quotaguard.quota.quota_planner import ClassPlan, Plan, plan
 from tests.quota.helpers import h100, policy
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from quotaguard.quota.capacity import ClassCapacity
+from quotaguard.quota.class_capacity import ClassCapacity
 from quotaguard.quota.cluster import ResourceQuota
 from quotaguard.quota.demand import ClassDemand
 from quotaguard.quota.diff import (
@@ -19,8 +19,8 @@ from quotaguard.quota.diff import (
     volcano_weight,
     writes_for,
 )
-from quotaguard.quota.planner import Plan, plan
 from quotaguard.quota.queues import QueueState
+from quotaguard.quota.quota_planner import Plan, plan
 from tests.policies import A100, H100, policy
 
 CLASSES = (H100, A100)

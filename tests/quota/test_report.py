@@ -7,7 +7,7 @@ import io
 import json
 from datetime import UTC, datetime
 
-from quotaguard.quota.report import build_report, format_table, to_csv
+from quotaguard.quota.quota_report import build_report, format_table, to_csv
 from tests.quota.test_diff import fixture_plan
 
 MOMENT = datetime(2026, 12, 2, 12, 0, tzinfo=UTC)

@@ -1,19 +1,21 @@
-"""One planning step: what the controller, the simulator and `plan` each take."""
+"""One planning step, its two halves composed as the planning cycle composes them around the
+layout plan (here on a fixed capacity)."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 
 import yaml
 
 from quotaguard.policy.loader import load_policy_file
 from quotaguard.policy.model import TenantPolicy
-from quotaguard.quota.capacity import capacities_from_totals
+from quotaguard.quota.class_capacity import ClassCapacity, capacities_from_totals
 from quotaguard.quota.cluster import ResourceQuota
-from quotaguard.quota.demand import ClassDemand
-from quotaguard.quota.planner import ClassPlan, Plan, plan
+from quotaguard.quota.demand import ClassDemand, Demand
 from quotaguard.quota.queues import QueueState
-from quotaguard.quota.step import PlanState, observe, plan_observed, plan_step
+from quotaguard.quota.quota_planner import ClassPlan, Plan, plan
+from quotaguard.quota.step import PlanState, Step, observe, plan_observed
 from quotaguard.quota.weights import UsageHistory, fair_share_weights, usage_in_gpus
 from tests.quota.helpers import h100, policy
 
@@ -26,6 +28,21 @@ BUSY = {
     "training": {"h100": ClassDemand(8, 0)},
 }
 QUIET = {"inference": {MIG: ClassDemand(10, 0)}, "training": {"h100": ClassDemand(8, 0)}}
+
+
+def plan_step(
+    the_policy: TenantPolicy,
+    capacity: Mapping[str, ClassCapacity],
+    observed: Demand,
+    now: float,
+    state: PlanState | None = None,
+    *,
+    current: Mapping[str, QueueState] | None = None,
+    from_previous: bool = False,
+) -> Step:
+    """Both halves at once, on `capacity`."""
+    seen = observe(the_policy, observed, now, state)
+    return plan_observed(the_policy, capacity, seen, current=current, from_previous=from_previous)
 
 
 def row(result: Plan, tenant: str, gpu_class: str = MIG) -> ClassPlan:
@@ -102,15 +119,6 @@ def test_an_empty_state_is_the_default() -> None:
         default.state.usage,
         default.state.smoother,
     )
-
-
-def test_the_two_halves_are_the_whole_step() -> None:
-    first = plan_step(SAMPLE, CAPACITY, BUSY, 0.0)
-    seen = observe(SAMPLE, QUIET, 60.0, first.state)
-    assert seen.state.previous is first.plan  # the plan moves on only in the second half
-    halves = plan_observed(SAMPLE, CAPACITY, seen, from_previous=True)
-    whole = plan_step(SAMPLE, CAPACITY, QUIET, 60.0, first.state, from_previous=True)
-    assert (halves.plan, halves.demand, halves.weights) == (whole.plan, whole.demand, whole.weights)
 
 
 def with_demand_window(window: str) -> TenantPolicy:

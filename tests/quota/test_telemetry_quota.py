@@ -14,11 +14,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from quotaguard.cli import main
-from quotaguard.quota.capacity import class_capacity, without_faulty_gpus
+from quotaguard.quota.class_capacity import class_capacity, without_faulty_gpus
 from quotaguard.quota.cluster import parse_objects
 from quotaguard.quota.demand import activity_of, demand_of
-from quotaguard.quota.planner import plan
-from quotaguard.telemetry.client import read_metrics_file
+from quotaguard.quota.quota_planner import plan
+from quotaguard.telemetry.metrics_sources import read_metrics_file
 from tests.quota import helpers
 from tests.quota.test_cluster import FIXTURE, SAMPLE
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 from quotaguard.quota.cluster import ResourceQuota
 from quotaguard.quota.demand import ClassDemand
 from quotaguard.quota.diff import writes_for
-from quotaguard.quota.planner import plan
 from quotaguard.quota.queues import QueueState
+from quotaguard.quota.quota_planner import plan
 from tests.quota.helpers import h100, policy
 
 TWO = policy(

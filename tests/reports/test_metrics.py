@@ -10,12 +10,7 @@ import pytest
 from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from quotaguard.policy.loader import load_policy_text
-from quotaguard.quota.capacity import capacities_from_totals
-from quotaguard.quota.demand import ClassDemand
-from quotaguard.quota.planner import plan
-from quotaguard.quota.report import build_report
-from quotaguard.reports.metrics import (
+from quotaguard.metrics.controller_metrics import (
     QUOTA_LABELS,
     WATCH_SERIES,
     class_facts,
@@ -24,7 +19,12 @@ from quotaguard.reports.metrics import (
     quota_families,
     record_writes,
 )
-from quotaguard.serve.observability import REGISTRY
+from quotaguard.metrics.registry import REGISTRY
+from quotaguard.policy.loader import load_policy_text
+from quotaguard.quota.class_capacity import capacities_from_totals
+from quotaguard.quota.demand import ClassDemand
+from quotaguard.quota.quota_planner import plan
+from quotaguard.quota.quota_report import build_report
 
 POLICY = load_policy_text(
     """

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from quotaguard.cli import main
 from quotaguard.reports.bars import Series, grouped_bars
 from quotaguard.reports.history import QuotaHistory
-from quotaguard.reports.html import class_colors, render_report_page
+from quotaguard.reports.report_page import class_colors, render_report_page
 from quotaguard.reports.summary import cluster_summary
 from tests.quota.test_cluster import FIXTURE
 from tests.reports.page import cards, cells_of, class_row, polylines, rects, sections, tenant

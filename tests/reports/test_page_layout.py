@@ -15,7 +15,7 @@ import pytest
 
 from quotaguard.cli import main
 from quotaguard.reports.history import QuotaHistory
-from quotaguard.reports.html import render_report_page
+from quotaguard.reports.report_page import render_report_page
 from tests.quota.test_cluster import FIXTURE
 from tests.reports.browser import chromium_or_skip, layout_facts
 

@@ -12,15 +12,15 @@ from typing import Any
 from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 
+from quotaguard.metrics.controller_metrics import quota_families
 from quotaguard.policy.loader import load_policy_text
-from quotaguard.quota.capacity import capacities_from_totals
+from quotaguard.quota.class_capacity import capacities_from_totals
 from quotaguard.quota.demand import ClassDemand
-from quotaguard.quota.planner import plan
-from quotaguard.quota.report import CSV_COLUMNS, build_report
+from quotaguard.quota.quota_planner import plan
+from quotaguard.quota.quota_report import CSV_COLUMNS, build_report
 from quotaguard.reports.history import QuotaHistory, points_for_span
-from quotaguard.reports.html import render_report_page
-from quotaguard.reports.http import report_routes
-from quotaguard.reports.metrics import quota_families
+from quotaguard.reports.report_page import render_report_page
+from quotaguard.reports.report_routes import report_routes
 
 POLICY = load_policy_text(
     """

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from quotaguard.cli import main
-from quotaguard.quota.report import csv_rows
-from quotaguard.reports.html import render_report_page
-from quotaguard.reports.metrics import class_facts, quota_families
+from quotaguard.metrics.controller_metrics import class_facts, quota_families
+from quotaguard.quota.quota_report import csv_rows
+from quotaguard.reports.report_page import render_report_page
 from tests.quota.test_cluster import FIXTURE, SAMPLE
 
 POLICY = str(Path(__file__).parents[2] / "config" / "policy.yaml")

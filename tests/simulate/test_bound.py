@@ -15,8 +15,8 @@ from hypothesis import strategies as st
 from quotaguard.policy.loader import load_policy_file
 from quotaguard.policy.model import TenantPolicy
 from quotaguard.simulate.preemption import PRESETS
-from quotaguard.simulate.report import result_json
 from quotaguard.simulate.simulation import simulate
+from quotaguard.simulate.simulation_report import result_json
 from quotaguard.simulate.trace import load_trace_text
 
 POLICY = Path(__file__).parents[2] / "config" / "policy.yaml"

@@ -13,13 +13,9 @@ import yaml
 
 from quotaguard.policy.loader import load_policy_file, load_policy_text
 from quotaguard.simulate.arrivals import verdict_of
-from quotaguard.simulate.queueing import (
-    CohortConfig,
-    QueueConfig,
-    QueuedWorkload,
-    QueueModel,
-    Quota,
-)
+from quotaguard.simulate.cohort import CohortConfig, QueueConfig, Quota
+from quotaguard.simulate.queued import QueuedWorkload
+from quotaguard.simulate.queueing import QueueModel
 from quotaguard.simulate.simulation import simulate
 from quotaguard.simulate.trace import load_trace, load_trace_text
 from tests import policies

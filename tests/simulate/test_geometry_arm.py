@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from quotaguard.policy.model import TenantPolicy
-from quotaguard.simulate.engine import ArmRun
+from quotaguard.simulate.arm_replay import ArmRun
 from quotaguard.simulate.simulation import Simulation, simulate
 from quotaguard.simulate.trace import load_trace_text
 from tests import policies
@@ -108,7 +108,7 @@ def test_a_node_changing_layout_serves_nothing_for_reconfigure_time():
 
 
 def test_the_report_counts_the_layout_changes_of_the_geometry_arm_only():
-    from quotaguard.simulate.report import render_text, result_json
+    from quotaguard.simulate.simulation_report import render_text, result_json
 
     simulation = run(policy(), [small(0, 56)])
     document = result_json(simulation)

@@ -10,14 +10,10 @@ import pytest
 from quotaguard.policy.loader import load_policy_file
 from quotaguard.policy.model import TenantPolicy
 from quotaguard.quota.cluster import Node
+from quotaguard.simulate.cohort import CohortConfig, QueueConfig, Quota
 from quotaguard.simulate.placement import Cluster, PodNeed
-from quotaguard.simulate.queueing import (
-    CohortConfig,
-    QueueConfig,
-    QueuedWorkload,
-    QueueModel,
-    Quota,
-)
+from quotaguard.simulate.queued import QueuedWorkload
+from quotaguard.simulate.queueing import QueueModel
 from quotaguard.simulate.simulation import simulate
 from quotaguard.simulate.trace import load_trace_text
 

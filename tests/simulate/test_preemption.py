@@ -9,14 +9,10 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from quotaguard.simulate.cohort import CohortConfig, QueueConfig, Quota
 from quotaguard.simulate.preemption import NEVER, RECLAIM, Preemption, candidates
-from quotaguard.simulate.queueing import (
-    CohortConfig,
-    QueueConfig,
-    QueuedWorkload,
-    QueueModel,
-    Quota,
-)
+from quotaguard.simulate.queued import QueuedWorkload
+from quotaguard.simulate.queueing import QueueModel
 
 GPU = "gpu"
 ANY = Preemption(reclaim_within_cohort="Any")

@@ -9,14 +9,9 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from quotaguard.simulate.queueing import (
-    CohortConfig,
-    QueueConfig,
-    QueuedWorkload,
-    QueueModel,
-    Quota,
-    most_admissible,
-)
+from quotaguard.simulate.cohort import CohortConfig, QueueConfig, Quota, most_admissible
+from quotaguard.simulate.queued import QueuedWorkload
+from quotaguard.simulate.queueing import QueueModel
 
 GPU = "gpu"
 BIG = 1000

@@ -12,9 +12,9 @@ import pytest
 
 from quotaguard.policy.loader import load_policy_file
 from quotaguard.simulate.arms import ARMS
-from quotaguard.simulate.html import render_html
-from quotaguard.simulate.report import render_text, result_json
 from quotaguard.simulate.simulation import Simulation, simulate
+from quotaguard.simulate.simulation_page import render_html
+from quotaguard.simulate.simulation_report import render_text, result_json
 from quotaguard.simulate.trace import load_trace, load_trace_text
 from quotaguard.simulate.verdict import verdict
 from quotaguard.simulate.words import IDLE_LABELS

@@ -9,10 +9,10 @@ import pytest
 
 from quotaguard.policy.loader import load_policy_file
 from quotaguard.policy.model import TenantPolicy
-from quotaguard.simulate.metrics import jain, percentile
+from quotaguard.simulate.arm_metrics import jain, percentile
 from quotaguard.simulate.preemption import PRESETS
-from quotaguard.simulate.report import format_span, result_json, verdict
 from quotaguard.simulate.simulation import Simulation, simulate
+from quotaguard.simulate.simulation_report import format_span, result_json, verdict
 from quotaguard.simulate.trace import load_trace_text
 
 SAMPLE_POLICY = Path(__file__).parents[2] / "config" / "policy.yaml"

@@ -16,13 +16,13 @@ from hypothesis import strategies as st
 
 from quotaguard.policy.model import Rebalance
 from quotaguard.telemetry import series as series_module
-from quotaguard.telemetry.client import (
+from quotaguard.telemetry.exposition import parse_exposition
+from quotaguard.telemetry.metrics_sources import (
     PrometheusClient,
     TelemetryError,
     parse_metrics_text,
     read_metrics_file,
 )
-from quotaguard.telemetry.exposition import parse_exposition
 from quotaguard.telemetry.promjson import parse_query_response
 from quotaguard.telemetry.series import GR_ENGINE_ACTIVE, XID
 

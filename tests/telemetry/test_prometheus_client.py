@@ -17,7 +17,7 @@ import pytest
 from quotaguard.cli import main
 from quotaguard.policy.model import Rebalance
 from quotaguard.telemetry import series as series_module
-from quotaguard.telemetry.client import PrometheusClient, TelemetryError
+from quotaguard.telemetry.metrics_sources import PrometheusClient, TelemetryError
 from quotaguard.telemetry.series import XID
 from tests.quota.test_cluster import FIXTURE
 

@@ -18,7 +18,7 @@ import trustme
 from aiohttp import web
 
 from quotaguard.admission import engine
-from quotaguard.serve.http import build_http_app
+from quotaguard.serve.plain_http import build_http_app
 from quotaguard.serve.policystore import PolicyStore
 from quotaguard.serve.tlsreload import ReloadingCertificate
 from quotaguard.webhook.server import ReviewFunction, build_webhook_app

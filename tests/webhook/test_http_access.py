@@ -15,7 +15,7 @@ from aiohttp.test_utils import TestClient, TestServer
 from hypothesis import given
 from hypothesis import strategies as st
 
-from quotaguard.reports.http import report_routes
+from quotaguard.reports.report_routes import report_routes
 from quotaguard.serve.access import (
     AccessControl,
     Caller,
@@ -24,7 +24,7 @@ from quotaguard.serve.access import (
     bearer_token,
 )
 from quotaguard.serve.components import ServeOptions, StartupError, serve
-from quotaguard.serve.http import build_http_app
+from quotaguard.serve.plain_http import build_http_app
 from quotaguard.serve.policystore import PolicyStore
 
 PROMETHEUS = Caller("system:serviceaccount:monitoring:prometheus", groups=("system:authenticated",))

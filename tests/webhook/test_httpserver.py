@@ -11,7 +11,7 @@ from typing import Any
 
 from aiohttp import web
 
-from quotaguard.serve.http import STORE_KEY, build_http_app
+from quotaguard.serve.plain_http import STORE_KEY, build_http_app
 from quotaguard.serve.policystore import PolicyStore
 
 from .conftest import LiveServer

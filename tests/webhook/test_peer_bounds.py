@@ -18,7 +18,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from quotaguard.serve.observability import REGISTRY
+from quotaguard.metrics.registry import REGISTRY
 from quotaguard.webhook.guard import (
     ClientMistakes,
     ConnectionGuard,

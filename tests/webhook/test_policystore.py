@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from quotaguard.metrics.registry import REGISTRY
 from quotaguard.policy.problems import PolicyInvalid
-from quotaguard.serve.observability import REGISTRY
 from quotaguard.serve.policystore import PolicyNotLoaded, PolicyStore
 
 from .conftest import SAMPLE_POLICY
@@ -153,7 +153,7 @@ def test_watch_task_applies_changes_and_notifies_listeners(
 
 
 def test_logs_are_json_lines(policy_file: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from quotaguard.serve.observability import configure_logging
+    from quotaguard.serve.json_logging import configure_logging
 
     root = logging.getLogger()
     handlers, level = list(root.handlers), root.level

@@ -7,7 +7,7 @@ from typing import Any
 
 from quotaguard.admission.reviews import make_review
 from quotaguard.policy.loader import load_policy_file
-from quotaguard.webhook.runtimes import RuntimeCache, cluster_cache
+from quotaguard.webhook.runtime_cache import RuntimeCache, cluster_cache
 from tests.admission.conftest import SAMPLE_POLICY
 from tests.admission.test_trainjob_runtime import runtime, trainjob
 

@@ -12,7 +12,7 @@ import aiohttp
 import pytest
 
 from quotaguard.admission.reviews import make_review
-from quotaguard.serve.observability import REGISTRY
+from quotaguard.metrics.registry import REGISTRY
 from quotaguard.serve.policystore import PolicyStore
 from quotaguard.serve.tlsreload import ReloadingCertificate
 from quotaguard.webhook.server import MAX_BODY_BYTES

@@ -9,7 +9,7 @@ import warnings
 
 import pytest
 
-from quotaguard.serve.observability import REGISTRY
+from quotaguard.metrics.registry import REGISTRY
 from quotaguard.serve.tlsreload import CertificateError, ReloadingCertificate
 
 from .conftest import Certificates, LiveServer, der, read_response

@@ -1,0 +1,62 @@
+"""What an interval reads besides the watch caches (blocking: each runs in a worker thread):
+the GPU operator's definitions of the configs the policy's pools name, and GPU telemetry from
+Prometheus. Neither ever raises: without them the controller plans as it would without."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from quotaguard.geometry import operatorconfigs
+from quotaguard.policy.model import TenantPolicy
+from quotaguard.telemetry.metrics_sources import PrometheusClient, TelemetryError
+from quotaguard.telemetry.series import GpuMetrics
+
+log = logging.getLogger("quotaguard.controller")
+
+
+def with_operator_configs(
+    core: Any, policy: TenantPolicy, namespace: str, timeout: float
+) -> tuple[TenantPolicy, str | None]:
+    """The policy with the GPU operator's definitions of the configs its pools name but it
+    does not define, and what was wrong with reading them (None: nothing); unreadable: the
+    policy as it is (its configs are planned as built in)."""
+    if not operatorconfigs.undefined_configs(policy):
+        return policy, None
+    where = f"ConfigMap {namespace}/{operatorconfigs.CONFIGMAP}"
+    try:
+        found = core.read_namespaced_config_map(
+            operatorconfigs.CONFIGMAP, namespace, _request_timeout=timeout
+        )
+    except Exception as exc:
+        status = getattr(exc, "status", None)
+        return policy, f"cannot read {where} ({status or type(exc).__name__})"
+    read = operatorconfigs.from_configmap(policy, found.data)
+    if read is None:
+        return policy, f"{where} has no key {operatorconfigs.CONFIG_KEY}"
+    merged, problems = read
+    return merged, f"{where}: {'; '.join(problems)}" if problems else None
+
+
+def say_config_problem(problem: str | None, said: str | None) -> str | None:
+    """Log a problem with the operator's configs when it is not the one said last; returns
+    what is said now."""
+    if problem is not None and problem != said:
+        log.warning("%s; the configs it lacks are planned as built in, if they are", problem)
+    return problem
+
+
+def gpu_metrics(
+    url: str | None, timeout: float, policy: TenantPolicy, now: float
+) -> GpuMetrics | str:
+    """GPU telemetry from Prometheus, or why there is none."""
+    if url is None:
+        return "no --prometheus-url given"
+    try:
+        metrics = PrometheusClient(url, timeout=timeout).gpu_metrics(policy.spec.rebalance, now=now)
+    except TelemetryError as exc:
+        log.warning("planning without GPU telemetry: %s", exc)
+        return str(exc)
+    if metrics.note:
+        log.warning("GPU telemetry: %s", metrics.note)
+    return metrics
