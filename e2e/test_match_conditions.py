@@ -296,7 +296,7 @@ def test_the_decided_pod_condition_is_on_the_mutating_pod_create_webhook_only() 
 
 def test_one_condition_per_kind_and_the_same_for_mutate_validate_and_updates() -> None:
     found = conditions()
-    assert len(found) == 5 * len(KINDS) - 1
+    assert len(found) == 5 * len(KINDS) - 2
     assert {name: c for name, (c, _) in claim_conditions().items()} == {
         f"{plural}.validate.quotaguard.dev": CLAIM_ASKS_FOR_DEVICES for plural, _ in CLAIM_RESOURCES
     }
