@@ -17,6 +17,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from quotaguard.commands.common import positive_seconds, read_policy
+from quotaguard.commands.showback import write_showback_csv
 from quotaguard.kube.names import KUEUE_GROUP, KUEUE_VERSIONS, VOLCANO_GROUP, VOLCANO_VERSION
 
 KUEUE = (KUEUE_GROUP, KUEUE_VERSIONS, ("clusterqueues", "workloads"))
@@ -78,6 +79,12 @@ def register(verbs: Any) -> None:
         default=10.0,
         metavar="SECONDS",
         help="timeout of the Prometheus query (default 10)",
+    )
+    parser.add_argument(
+        "--showback-csv",
+        metavar="FILE",
+        help="also write the showback (GPU-hours allocated, busy and idle, and their cost, per "
+        "tenant, class and GPU model) as CSV to FILE (- for standard output)",
     )
     parser.set_defaults(run=run)
 
@@ -246,6 +253,7 @@ def run(args: argparse.Namespace) -> int:
     from quotaguard.quota.demand import activity_of, demand_of
     from quotaguard.quota.queues import current_state
     from quotaguard.quota.report import build_report
+    from quotaguard.quota.showback_report import snapshot_showback
     from quotaguard.quota.step import observe, plan_observed
 
     policy = read_policy(args.policy)
@@ -295,7 +303,10 @@ def run(args: argparse.Namespace) -> int:
         telemetry=facts.summary(),
     )
     report["nodes"] = layout_rows(layouts)
+    report["showback"] = snapshot_showback(policy, snapshot, facts.activity, at=time.time())
     sys.stdout.write(_render(report, args.output, layouts.mode))
+    if args.showback_csv and (failed := write_showback_csv(args.showback_csv, report["showback"])):
+        return failed
     for problem in result.problems:  # errors go to stderr, whatever stdout shows
         print(f"{args.policy}: {problem}", file=sys.stderr)
     return 1 if result.problems else 0
@@ -305,6 +316,7 @@ def _render(report: dict[str, Any], output: str, layout_mode: Any) -> str:
     """The report as `--output` asks: the same dict behind every format."""
     from quotaguard.geometry.report import format_layouts
     from quotaguard.quota.report import format_table, to_csv
+    from quotaguard.quota.showback_report import format_lines
 
     if output == "json":
         return json.dumps(report, indent=2) + "\n"
@@ -314,5 +326,9 @@ def _render(report: dict[str, Any], output: str, layout_mode: Any) -> str:
         from quotaguard.reports.html import render_report_page
 
         return render_report_page(report, [], now=time.time(), refresh_seconds=None)
-    table = [format_table(report), *format_layouts(report["nodes"], layout_mode)]
+    table = [
+        format_table(report),
+        *format_layouts(report["nodes"], layout_mode),
+        *format_lines(report["showback"]),
+    ]
     return "\n".join(table) + "\n"

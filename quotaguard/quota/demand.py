@@ -147,7 +147,7 @@ def _pod_group_demand(policy: TenantPolicy, group: PodGroup, tenant: str, tally:
             tally.add(tenant, gpu_class.name, amount, holding=holding)
 
 
-def _bound_pod_units(
+def bound_pod_units(
     policy: TenantPolicy, snapshot: ClusterSnapshot
 ) -> Iterator[tuple[str, GpuClass, Pod, int]]:
     """(tenant, class, pod, units) for every tenant pod bound to a node."""
@@ -170,7 +170,7 @@ def activity_of(
 ) -> dict[str, dict[str, ClassActivity]]:
     """Allocated, used and idle units per tenant and class (tenants with running pods)."""
     rows: dict[str, dict[str, ClassActivity]] = {}
-    for tenant, gpu_class, pod, units in _bound_pod_units(policy, snapshot):
+    for tenant, gpu_class, pod, units in bound_pod_units(policy, snapshot):
         row = rows.setdefault(tenant, {}).get(gpu_class.name, ClassActivity())
         seen = activity.get((pod.namespace, pod.name))
         observed = units if seen is not None else 0
