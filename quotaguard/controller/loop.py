@@ -67,6 +67,8 @@ from quotaguard.quota.diff import QueueChange, QueueWrite, writes_for
 from quotaguard.quota.planner import Plan, TenantPlan
 from quotaguard.quota.queues import QueueState, current_state
 from quotaguard.quota.report import build_report
+from quotaguard.quota.showback import Ledger, advance, holdings_of
+from quotaguard.quota.showback_report import ledger_showback
 from quotaguard.quota.step import WEIGHT_HOLD_FRACTION, PlanState, observe, plan_observed
 from quotaguard.reports.history import QuotaHistory, points_for_span
 from quotaguard.reports.metrics import (
@@ -181,6 +183,7 @@ class Controller:
         self._layouts = LayoutPlan(mode="off")
         self._layout_views: list[NodeView] = []
         self._last_config_problem: str | None = None  # about the GPU operator's ConfigMap
+        self._showback = Ledger()  # GPU-hours counted since this controller started
 
     # -- what others read --------------------------------------------------------------------
 
@@ -500,6 +503,9 @@ class Controller:
             telemetry=facts.summary(),
         )
         report["nodes"] = layout_rows(self._layouts)
+        held = holdings_of(policy, snapshot, facts.activity)
+        self._showback = advance(self._showback, held, now, max_gap=2 * self.interval(policy))
+        report["showback"] = ledger_showback(self._showback, policy.spec.showback)
         return the_plan, current, report
 
     # -- writing -----------------------------------------------------------------------------
