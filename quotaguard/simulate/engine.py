@@ -30,6 +30,7 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from quotaguard.quota.showback import Totals, accumulate, rates_of
 from quotaguard.simulate.arms import (
     ARMS,
     Arm,
@@ -43,6 +44,7 @@ from quotaguard.simulate.geometry_arm import GeometryController, LayoutChange
 from quotaguard.simulate.placement import Assignment, Cluster, Gang
 from quotaguard.simulate.queueing import QueuedWorkload, QueueModel
 from quotaguard.simulate.setup import Setup, StaticBaseline, setup
+from quotaguard.simulate.showback import running_holdings
 
 __all__ = [
     "ARMS",
@@ -102,6 +104,8 @@ class ArmRun:
     rates: dict[int, tuple[float, float]] = field(default_factory=dict)
     # the nodes' layout changes, in the order they started (the geometry arm's)
     layout_changes: tuple[LayoutChange, ...] = ()
+    # GPU-hours per simulated day, tenant, class and GPU model (quotaguard.quota.showback)
+    showback: Totals = field(default_factory=dict)
 
 
 @dataclass(slots=True)
@@ -280,6 +284,19 @@ class _Replay:
                 usage.setdefault(name, []).append(used.get(name, 0))
                 waiting.setdefault(name, []).append(pending.get(name, 0))
         self._idle()
+        self._showback(now)
+
+    def _showback(self, now: float) -> None:
+        """What the running workloads hold now counts for the interval that starts."""
+        running = [
+            (self.by_id[ident].tenant or "", r.assignment, r.useful / r.gpus if r.gpus else 0.0)
+            for ident, r in self.running.items()
+        ]
+        held = running_holdings(self.shared.policy, self.cluster.labels, running)
+        seconds = min(self.shared.interval, self.shared.horizon - now)
+        self.run.showback = accumulate(
+            self.run.showback, rates_of(held), start=now, seconds=seconds
+        )
 
     def _ever_placeable(self, gang: Gang) -> bool:
         """Whether the gang fits the empty cluster (one that never does is not held back by

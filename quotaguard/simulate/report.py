@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from quotaguard.quota.showback_report import format_lines
 from quotaguard.simulate.arms import ARMS
 from quotaguard.simulate.metrics import ArmMetrics, Outcome, metrics_json
 from quotaguard.simulate.preemption import PRESETS, SAMPLE_PRESET, Preemption, preset_name
@@ -55,6 +56,7 @@ def result_json(simulation: Simulation) -> dict[str, Any]:
     document["bound"] = {"utilization": round(simulation.bound, 4)}
     document["preemption"] = preemption_json(simulation.setup.preemption)
     document["scoring"] = simulation.setup.scoring
+    document["showback"] = simulation.showback()
     return document
 
 
@@ -201,6 +203,7 @@ def render_text(simulation: Simulation) -> str:
     ):
         lines.append("")
         lines.extend(table(rows, left=left))
+    lines.extend(format_lines(simulation.showback()))
     lines.append("")
     lines.extend(wrap(verdict(simulation)))
     return "\n".join(lines) + "\n"

@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from quotaguard.policy.model import TenantPolicy
 from quotaguard.simulate.arms import ARMS
@@ -17,6 +18,7 @@ from quotaguard.simulate.engine import ArmName, ArmRun, Setup, StaticBaseline, r
 from quotaguard.simulate.metrics import ArmMetrics, arm_metrics
 from quotaguard.simulate.placement import Scoring
 from quotaguard.simulate.preemption import PRESETS, SAMPLE_PRESET, Preemption
+from quotaguard.simulate.showback import simulation_showback
 from quotaguard.simulate.trace import Trace
 
 # (arm being run, fraction of that arm done)
@@ -60,6 +62,12 @@ class Simulation:
     def reference(self) -> ArmMetrics | None:
         """The hand-written pool: what dynamic quotas are weighed against."""
         return self.metrics.get("pool")
+
+    def showback(self) -> dict[str, Any]:
+        """The `showback` object of the JSON (simulate/showback.py says which arm)."""
+        return simulation_showback(
+            self.policy, {arm: run.showback for arm, run in self.runs.items()}
+        )
 
     def denial_rules(self) -> list[tuple[str, int]]:
         """Denied workloads by rule, most frequent first."""
