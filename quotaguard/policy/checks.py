@@ -18,6 +18,7 @@ from quotaguard.policy.globs import overlapping_pairs
 from quotaguard.policy.listchecks import check_lists
 from quotaguard.policy.model import BEST_FIT, DEFAULT_EXEMPT
 from quotaguard.policy.problems import Problem
+from quotaguard.policy.showbackchecks import check_showback
 
 
 def _items(value: object) -> list[tuple[int, Mapping[str, Any]]]:
@@ -65,6 +66,7 @@ def check_policy(document: Mapping[str, Any]) -> list[Problem]:
         problems += _best_fit_fallthrough(index, tenant, whole_names)
     problems += _rebalance(_map(spec.get("rebalance")))
     problems += check_geometry(spec)
+    problems += check_showback(spec)
     return problems
 
 

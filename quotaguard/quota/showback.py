@@ -23,22 +23,16 @@ seconds), simulated days for a trace (seconds from its start).
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 
 from quotaguard.policy.model import TenantPolicy
+from quotaguard.policy.prices import model_of
 from quotaguard.quota.cluster import ClusterSnapshot
 from quotaguard.quota.demand import Activity, bound_pod_units
 
 DAY = 86400.0
 HOUR = 3600.0
-UNKNOWN_MODEL = "unknown"
-GPU_PRODUCT_LABEL = "nvidia.com/gpu.product"  # set by GPU feature discovery
-# GPU feature discovery appends the MIG profile (MIG strategy `single`) or `-SHARED`
-# (time-slicing without renaming) to the product name: the GPU model is what comes before.
-_PRODUCT_SUFFIX = re.compile(r"(-MIG(-.*)?|-SHARED)$", re.IGNORECASE)
-_TOKEN_SEPARATOR = re.compile(r"[-_ ]+")
 
 Key = tuple[str, str, str]  # (tenant, class, GPU model)
 
@@ -137,44 +131,6 @@ def summed(totals: Totals) -> dict[Key, Hours]:
         for key, hours in rows.items():
             found[key] = found.get(key, Hours()) + hours
     return found
-
-
-# -- prices ------------------------------------------------------------------------------------
-
-
-def model_of(labels: Mapping[str, str]) -> str:
-    """The GPU model of a node, as GPU feature discovery names it (`NVIDIA-H100-80GB-HBM3`),
-    without the MIG or sharing suffix it may carry; `unknown` without the label."""
-    product = str(labels.get(GPU_PRODUCT_LABEL, "")).strip()
-    return _PRODUCT_SUFFIX.sub("", product) or UNKNOWN_MODEL
-
-
-def _tokens(name: str) -> list[str]:
-    return [token for token in _TOKEN_SEPARATOR.split(name.lower()) if token]
-
-
-def _in_order(wanted: list[str], tokens: list[str]) -> bool:
-    remaining = iter(tokens)
-    return all(token in remaining for token in wanted)
-
-
-def price_of(prices: Mapping[str, float], class_name: str, model: str) -> float | None:
-    """The price of one whole GPU for an hour: the class's own when the policy names it, else
-    that of the most specific key whose words (split at `-`, `_`, spaces; any case) all appear,
-    in order, among the model's (`h100` and `H100-80GB` are both prices of
-    `NVIDIA-H100-80GB-HBM3`, `h200` is not one of `NVIDIA-GH200-480GB`); None when unpriced."""
-    if class_name in prices:
-        return prices[class_name]
-    if model == UNKNOWN_MODEL:
-        return None
-    tokens = _tokens(model)
-    matching = [
-        (len(words), key) for key in prices if (words := _tokens(key)) and _in_order(words, tokens)
-    ]
-    if not matching:
-        return None
-    _, key = min(matching, key=lambda found: (-found[0], found[1]))  # ties: the first by name
-    return prices[key]
 
 
 @dataclass(frozen=True, slots=True)

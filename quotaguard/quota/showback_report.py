@@ -23,6 +23,7 @@ from typing import Any
 
 from quotaguard.kube.values import utc_timestamp
 from quotaguard.policy.model import Showback, TenantPolicy
+from quotaguard.policy.prices import price_of
 from quotaguard.quota.cluster import ClusterSnapshot
 from quotaguard.quota.demand import Activity
 from quotaguard.quota.showback import (
@@ -34,7 +35,6 @@ from quotaguard.quota.showback import (
     Totals,
     cost_of,
     holdings_of,
-    price_of,
     rates_of,
 )
 

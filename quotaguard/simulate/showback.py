@@ -14,7 +14,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from quotaguard.policy.model import TenantPolicy
-from quotaguard.quota.showback import Holding, Totals, model_of
+from quotaguard.policy.prices import model_of
+from quotaguard.quota.showback import Holding, Totals
 from quotaguard.quota.showback_report import showback_json, simulated_day
 from quotaguard.simulate.placement import Assignment
 

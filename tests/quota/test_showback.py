@@ -8,6 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from quotaguard.policy.prices import model_of, price_of
 from quotaguard.quota.showback import (
     DAY,
     HOUR,
@@ -18,8 +19,6 @@ from quotaguard.quota.showback import (
     accumulate,
     advance,
     cost_of,
-    model_of,
-    price_of,
     rates_of,
     summed,
 )
