@@ -89,11 +89,8 @@ def _detail_rows(rows: Sequence[Mapping[str, Any]], priced: bool) -> str:
     return table([head], body)
 
 
-def showback_section(showback: Mapping[str, Any] | None) -> str:
-    """The section, or "" when the report has no showback."""
-    if not isinstance(showback, Mapping):
-        return ""
-    rows = [row for row in showback.get("rows") or () if isinstance(row, Mapping)]
+def _basis(showback: Mapping[str, Any]) -> str:
+    """What the figures count: since when, for which arm, in which currency."""
     basis = str(showback.get("basis"))
     said = SAYS.get(basis, basis)
     if showback.get("since"):
@@ -102,7 +99,18 @@ def showback_section(showback: Mapping[str, Any] | None) -> str:
         said += f", arm {showback['arm']}"
     if showback.get("currency"):
         said += f"; costs in {showback['currency']}"
-    parts = ['<section class="showback"><h2>Showback</h2>', f'<p class="meta">{escape(said)}.</p>']
+    return said
+
+
+def showback_section(showback: Mapping[str, Any] | None) -> str:
+    """The section, or "" when the report has no showback."""
+    if not isinstance(showback, Mapping):
+        return ""
+    rows = [row for row in showback.get("rows") or () if isinstance(row, Mapping)]
+    parts = [
+        '<section class="showback"><h2>Showback</h2>',
+        f'<p class="meta">{escape(_basis(showback))}.</p>',
+    ]
     if not rows:
         parts.append('<p class="meta">No tenant held GPUs.</p></section>')
         return "".join(parts)
