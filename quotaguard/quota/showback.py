@@ -26,7 +26,7 @@ import math
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 
-from quotaguard.policy.model import TenantPolicy
+from quotaguard.policy.model import GpuClass, TenantPolicy
 from quotaguard.policy.prices import model_of
 from quotaguard.quota.cluster import ClusterSnapshot
 from quotaguard.quota.demand import Activity, bound_pod_units
@@ -153,17 +153,41 @@ def holdings_of(
     policy: TenantPolicy, snapshot: ClusterSnapshot, activity: Activity | None = None
 ) -> list[Holding]:
     """GPUs each tenant's bound pods hold, by class and the GPU model of their node, with the
-    activity telemetry gives (`activity`: None or empty, no telemetry)."""
-    labels = {node.name: node.labels for node in snapshot.nodes}
+    activity telemetry gives (`activity`: None or empty, no telemetry): per tenant, class and
+    model, one holding of the pods telemetry saw and one of those it did not.
+
+    Summed as the pods are walked (a cluster of 50,000 pods has a few hundred keys), and each
+    node's model read once."""
+    models: dict[str, str] = {}
     activity = activity or {}
-    found = []
+    # (tenant, class, model) -> [units seen, units seen x percent busy, units not seen]
+    sums: dict[Key, list[float]] = {}
+    classes: dict[str, GpuClass] = {}
+    labels = {node.name: node.labels for node in snapshot.nodes}
     for tenant, gpu_class, pod, units in bound_pod_units(policy, snapshot):
-        gpus = float(gpu_class.gpu_equivalent) * units
+        node = pod.node_name or ""
+        model = models.get(node)
+        if model is None:
+            model = models[node] = model_of(labels.get(node, {}))
+        key = (tenant, gpu_class.name, model)
+        found = sums.get(key)
+        if found is None:
+            found = sums[key] = [0.0, 0.0, 0.0]
+            classes[gpu_class.name] = gpu_class
         seen = activity.get((pod.namespace, pod.name))
-        busy = None if seen is None else gpus * seen.mean_percent / 100
-        model = model_of(labels.get(pod.node_name or "", {}))
-        found.append(Holding(tenant, gpu_class.name, model, gpus, busy))
-    return found
+        if seen is None:
+            found[2] += units
+        else:
+            found[0] += units
+            found[1] += units * seen.mean_percent
+    held = []
+    for (tenant, class_name, model), (observed, busy, unobserved) in sums.items():
+        share = float(classes[class_name].gpu_equivalent)
+        if observed:
+            held.append(Holding(tenant, class_name, model, observed * share, busy * share / 100))
+        if unobserved:
+            held.append(Holding(tenant, class_name, model, unobserved * share, None))
+    return held
 
 
 # -- the controller's running account ------------------------------------------------------
