@@ -110,17 +110,18 @@ def _day_parts(start: float, seconds: float) -> Iterator[tuple[int, float]]:
 
 def accumulate(
     totals: Totals, rates: Mapping[Key, Hours], *, start: float, seconds: float
-) -> dict[int, dict[Key, Hours]]:
+) -> dict[int, Mapping[Key, Hours]]:
     """`totals` plus `rates` held for `seconds` from `start`, split at day boundaries.
 
-    A new mapping: `totals` is left as it is."""
-    result = {day: dict(rows) for day, rows in totals.items()}
+    A new mapping: `totals` is left as it is (the days not touched are shared, not copied)."""
+    result: dict[int, Mapping[Key, Hours]] = dict(totals)
     if not (seconds > 0 and math.isfinite(seconds) and math.isfinite(start)) or not rates:
         return result
     for day, part in _day_parts(start, seconds):
-        rows = result.setdefault(day, {})
+        rows = dict(result.get(day, {}))
         for key, rate in rates.items():
             rows[key] = rows.get(key, Hours()) + rate.scaled(part / HOUR)
+        result[day] = rows
     return result
 
 

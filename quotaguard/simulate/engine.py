@@ -30,7 +30,7 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from quotaguard.quota.showback import Totals, accumulate, rates_of
+from quotaguard.quota.showback import Totals, accumulate
 from quotaguard.simulate.arms import (
     ARMS,
     Arm,
@@ -44,7 +44,7 @@ from quotaguard.simulate.geometry_arm import GeometryController, LayoutChange
 from quotaguard.simulate.placement import Assignment, Cluster, Gang
 from quotaguard.simulate.queueing import QueuedWorkload, QueueModel
 from quotaguard.simulate.setup import Setup, StaticBaseline, setup
-from quotaguard.simulate.showback import running_holdings
+from quotaguard.simulate.showback import HeldNow
 
 __all__ = [
     "ARMS",
@@ -131,6 +131,7 @@ class _Replay:
         self.run = ArmRun(arm.name, {}, Series())
         self.allocated: dict[str, float] = {}
         self.useful = 0.0
+        self.held = HeldNow(shared.policy, self.cluster.labels)  # for the showback
         self.running: dict[int, _Running] = {}
         self.placing: dict[int, QueuedWorkload] = {}  # admitted, waiting for nodes
         self.failed_at: dict[int, int] = {}  # id -> cluster.released when placement failed
@@ -190,6 +191,7 @@ class _Replay:
         assert tenant is not None
         self.allocated[tenant] -= running.gpus
         self.useful -= running.useful
+        self.held.stop(ident)
         return running
 
     def admit(self, now: float) -> bool:
@@ -252,6 +254,7 @@ class _Replay:
         self.running[workload.id] = _Running(assignment, now, gpus, useful)
         self.allocated[workload.queue] = self.allocated.get(workload.queue, 0.0) + gpus
         self.useful += useful
+        self.held.start(workload.id, workload.queue, assignment, useful / gpus if gpus else 0.0)
         self.run.admitted_at[workload.id] = now
         self.run.rates[workload.id] = (gpus, useful)
         end = now + arrival.duration - self.run.kept.get(workload.id, 0.0)
@@ -288,15 +291,9 @@ class _Replay:
 
     def _showback(self, now: float) -> None:
         """What the running workloads hold now counts for the interval that starts."""
-        running = [
-            (self.by_id[ident].tenant or "", r.assignment, r.useful / r.gpus if r.gpus else 0.0)
-            for ident, r in self.running.items()
-        ]
-        held = running_holdings(self.shared.policy, self.cluster.labels, running)
         seconds = min(self.shared.interval, self.shared.horizon - now)
-        self.run.showback = accumulate(
-            self.run.showback, rates_of(held), start=now, seconds=seconds
-        )
+        rates = self.held.rates()
+        self.run.showback = accumulate(self.run.showback, rates, start=now, seconds=seconds)
 
     def _ever_placeable(self, gang: Gang) -> bool:
         """Whether the gang fits the empty cluster (one that never does is not held back by

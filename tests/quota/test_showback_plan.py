@@ -45,8 +45,12 @@ def test_json_has_an_hour_at_the_snapshot_rates_priced_by_model(tmp_path, capsys
     rows = {(row["tenant"], row["class"]): row for row in showback["rows"]}
     training = rows[("training", "h100")]
     # 20 whole H100s held: 20 GPU-hours in an hour; telemetry saw 12 of them
-    assert training["allocatedGpuHours"] == 20 == next(
-        c["usage"] for t in report["tenants"] if t["name"] == "training" for c in t["classes"]
+    assert (
+        training["allocatedGpuHours"]
+        == 20
+        == next(
+            c["usage"] for t in report["tenants"] if t["name"] == "training" for c in t["classes"]
+        )
     )
     assert training["model"] == "NVIDIA-H100-80GB-HBM3"
     assert training["unobservedGpuHours"] == 8

@@ -13,7 +13,7 @@ import yaml
 
 from quotaguard.cli import main
 from quotaguard.policy.loader import load_policy_file, load_policy_text
-from quotaguard.simulate.showback import showback_arm
+from quotaguard.simulate.showback import HeldNow, showback_arm
 from quotaguard.simulate.simulation import simulate
 from quotaguard.simulate.trace import load_trace
 
@@ -135,3 +135,20 @@ def test_the_text_and_html_say_it_and_an_unwritable_csv_is_exit_2(tmp_path, caps
     page = html.read_text()
     assert '<section class="showback"><h2>Showback</h2>' in page
     assert "arm dynamic; costs in USD" in page
+
+
+def test_what_is_held_follows_starts_and_stops_and_leaves_nothing_behind() -> None:
+    policy = load_policy_file(POLICY)
+    labels = [{"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3-MIG-1g.10gb"}, {}]
+    held = HeldNow(policy, labels)
+    held.start(1, "inference", ((0, "h100-1g.10gb", 7), (1, "h100-1g.10gb", 7)), 0.5)
+    held.start(2, "inference", ((0, "h100-1g.10gb", 3), (0, "no-such-class", 9)), 1.0)
+    rates = held.rates()
+    on_h100 = rates[("inference", "h100-1g.10gb", "NVIDIA-H100-80GB-HBM3")]
+    assert on_h100.allocated == pytest.approx(10 / 7)
+    assert on_h100.busy == pytest.approx(0.5 + 3 / 7)
+    assert rates[("inference", "h100-1g.10gb", "unknown")].idle == pytest.approx(0.5)
+    held.stop(1)
+    held.stop(2)
+    held.stop(3)  # never started: nothing happens
+    assert held.rates() == {}
