@@ -14,9 +14,10 @@ import json
 import sys
 import time
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from quotaguard.commands.common import dump, positive_seconds, read_policy, stdin_twice
+from quotaguard.commands.showback_csv import write_showback_csv
 from quotaguard.kube.names import KUEUE_GROUP, KUEUE_VERSIONS, VOLCANO_GROUP, VOLCANO_VERSION
 
 if TYPE_CHECKING:
@@ -86,6 +87,12 @@ def register(verbs: Any) -> None:
         default=10.0,
         metavar="SECONDS",
         help="timeout of the Prometheus query (default 10)",
+    )
+    parser.add_argument(
+        "--showback-csv",
+        metavar="FILE",
+        help="also write the showback (GPU-hours allocated, busy and idle, and their cost, per "
+        "tenant, class and GPU model) as CSV to FILE (- for standard output)",
     )
     parser.set_defaults(run=run)
 
@@ -251,6 +258,7 @@ def _with_operator_configs(args: argparse.Namespace, policy: Any, api: Any, snap
 def run(args: argparse.Namespace) -> int:
     from quotaguard.planning.cycle import plan_cycle, seen_in_snapshot
     from quotaguard.quota.cluster import SnapshotError, load_snapshot, parse_objects
+    from quotaguard.quota.showback_report import snapshot_showback
 
     if (stdin := stdin_twice(args, ("policy", "snapshot", "gpu_metrics"))) is not None:
         return stdin
@@ -281,9 +289,14 @@ def run(args: argparse.Namespace) -> int:
     facts = _gpu_facts(args, policy, snapshot)
     # One snapshot is one cycle from nothing: weights follow the usage seen in it.
     cycle = plan_cycle(policy, seen_in_snapshot(policy, snapshot, facts), time.time())
-    if args.html and (written := _write_html(args.html, cycle.report)) is not None:
+    showback = snapshot_showback(policy, snapshot, facts.activity, at=time.time())
+    # the cycle's report and the GPU-hours of the snapshot's hour (quota.showback_report)
+    report = cast("CycleReport", {**cycle.report, "showback": showback})
+    if args.html and (written := _write_html(args.html, report)) is not None:
         return written
-    sys.stdout.write(_render(cycle.report, args.output, cycle.layouts.mode))
+    sys.stdout.write(_render(report, args.output, cycle.layouts.mode))
+    if args.showback_csv and (failed := write_showback_csv(args.showback_csv, showback)):
+        return failed
     for problem in cycle.plan.problems:  # errors go to stderr, whatever stdout shows
         print(f"{args.policy}: {problem}", file=sys.stderr)
     return 1 if cycle.plan.problems else 0
@@ -304,6 +317,7 @@ def _render(report: CycleReport, output: str, layout_mode: str) -> str:
     """The report as `--output` asks: the same dict behind every format."""
     from quotaguard.geometry.layout_report import format_layouts
     from quotaguard.quota.quota_report import format_table, to_csv
+    from quotaguard.quota.showback_report import format_lines
 
     if output in ("json", "yaml"):
         return dump(report, output)
@@ -313,5 +327,9 @@ def _render(report: CycleReport, output: str, layout_mode: str) -> str:
         from quotaguard.reports.report_page import render_report_page
 
         return render_report_page(report, [], now=time.time(), refresh_seconds=None)
-    table = [format_table(report), *format_layouts(report["nodes"], layout_mode)]
+    table = [
+        format_table(report),
+        *format_layouts(report["nodes"], layout_mode),
+        *format_lines(cast(dict[str, Any], report).get("showback", {})),
+    ]
     return "\n".join(table) + "\n"

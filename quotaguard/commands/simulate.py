@@ -7,6 +7,7 @@ import sys
 from typing import Any, TextIO
 
 from quotaguard.commands.common import dump, read_policy, stdin_twice
+from quotaguard.commands.showback_csv import write_showback_csv
 
 PROGRESS_MIN_WORKLOADS = 5000  # shorter traces finish before a bar would be worth drawing
 BAR_WIDTH = 30
@@ -64,6 +65,12 @@ def register(verbs: Any) -> None:
     )
     parser.add_argument(
         "--no-progress", action="store_true", help="never draw a progress bar on stderr"
+    )
+    parser.add_argument(
+        "--showback-csv",
+        metavar="FILE",
+        help="also write the showback (GPU-hours allocated, busy and idle, and their cost, per "
+        "simulated day, tenant, class and GPU model) as CSV to FILE (- for standard output)",
     )
     parser.set_defaults(run=run)
 
@@ -183,4 +190,6 @@ def run(args: argparse.Namespace) -> int:
         sys.stdout.write(render_text(simulation))
         if args.html:
             print(f"\nReport with charts: {args.html}")
+    if args.showback_csv:
+        return write_showback_csv(args.showback_csv, simulation.showback())
     return 0

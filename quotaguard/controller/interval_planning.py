@@ -5,15 +5,26 @@ for the next (`PlanningMemory`) goes in as an argument and comes back in the res
 from __future__ import annotations
 
 import logging
+import math
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any, cast
 
 from quotaguard.controller.watch import JsonObject, collector_paused
 from quotaguard.metrics.controller_metrics import PLAN_CPU
-from quotaguard.planning.cycle import Cycle, CycleSettings, CycleState, plan_cycle, seen_in_snapshot
+from quotaguard.planning.cycle import (
+    Cycle,
+    CycleReport,
+    CycleSettings,
+    CycleState,
+    plan_cycle,
+    seen_in_snapshot,
+)
 from quotaguard.policy.model import TenantPolicy
 from quotaguard.quota.cluster import ClusterSnapshot, ParsedObjects, parse_objects
+from quotaguard.quota.showback import Ledger, advance, holdings_of
+from quotaguard.quota.showback_report import ledger_showback
 from quotaguard.telemetry.facts import GpuFacts, judge, no_telemetry
 from quotaguard.telemetry.health import HealthMemory
 from quotaguard.telemetry.series import GpuMetrics
@@ -30,6 +41,8 @@ class PlanningMemory:
     # the caches parsed last interval, so that only changed objects are read again (a memo
     # the planning worker fills; one interval plans at a time)
     parsed: ParsedObjects = field(default_factory=ParsedObjects)
+    # GPU-hours held per day, tenant, class and model since this controller started
+    showback: Ledger = field(default_factory=Ledger)
 
 
 @dataclass(frozen=True)
@@ -47,6 +60,7 @@ def plan_interval(
     settings: CycleSettings,
     *,
     prometheus_url: str | None = None,
+    showback_gap: float = math.inf,
 ) -> PlannedInterval:
     """The cycle of the cached `objects` at `now` (blocking: CPU, seconds on a large cluster).
 
@@ -65,7 +79,10 @@ def plan_interval(
             seen = seen_in_snapshot(policy, snapshot, facts)
             cycle = plan_cycle(policy, seen, now, memory.cycle, settings)
             cycle.report  # noqa: B018 (built here, off the loop, with the collector paused)
-        return PlannedInterval(cycle, PlanningMemory(cycle.state, health, memory.parsed))
+            # what is held counts for the time since the last interval, at most `showback_gap`
+            held = holdings_of(policy, snapshot, facts.activity)
+            ledger = advance(memory.showback, held, now, max_gap=showback_gap)
+        return PlannedInterval(cycle, PlanningMemory(cycle.state, health, memory.parsed, ledger))
     finally:
         PLAN_CPU.inc(time.thread_time() - started)
 
@@ -93,3 +110,10 @@ def _gpu_facts(
     if facts.warnings:
         log.warning("GPU telemetry: series skipped: %s", dict(facts.warnings))
     return facts, health
+
+
+def with_showback(report: CycleReport, memory: PlanningMemory, policy: TenantPolicy) -> CycleReport:
+    """The interval's report with the GPU-hours counted so far (`showback`)."""
+    found = cast(dict[str, Any], {**report})
+    found["showback"] = ledger_showback(memory.showback, policy.spec.showback)
+    return cast(CycleReport, found)

@@ -37,7 +37,7 @@ from quotaguard.controller.cluster_reads import (
     say_config_problem,
     with_operator_configs,
 )
-from quotaguard.controller.interval_planning import PlanningMemory, plan_interval
+from quotaguard.controller.interval_planning import PlanningMemory, plan_interval, with_showback
 from quotaguard.controller.kube_clients import VOLCANO_GROUP, KubeClients, ServedGroups, discover
 from quotaguard.controller.leader import (
     LEASE_NAME,
@@ -274,7 +274,7 @@ class Controller:
             outcomes = await self._write_queues(policy, cycle)
         if self.is_leader():  # after the quota cuts: a node leaves capacity once quotas fit
             self.status.node_writes = await self._change_layouts(policy, cycle)
-        report = self._record(cycle, outcomes, mode, now)
+        report = self._record(policy, cycle, outcomes, mode, now)
         publish_report(
             report, policy, leader=self.is_leader(), at=now, interval=self.interval(policy)
         )
@@ -324,6 +324,7 @@ class Controller:
             self._memory,
             cycle_settings,
             prometheus_url=settings.prometheus_url,
+            showback_gap=2 * self.interval(policy),
         )
         self._memory = planned.memory
         return policy, planned.cycle
@@ -358,12 +359,17 @@ class Controller:
         return await asyncio.to_thread(call)
 
     def _record(
-        self, cycle: Cycle, outcomes: list[WriteOutcome], mode: Mode, now: float
+        self,
+        policy: TenantPolicy,
+        cycle: Cycle,
+        outcomes: list[WriteOutcome],
+        mode: Mode,
+        now: float,
     ) -> CycleReport:
         """The interval in the status, the history and the write metrics; its report."""
         record_writes(outcomes, at=now)
         self._moves.note(cycle.plan, cycle.seen.current, outcomes, mode, now)
-        report = self._moves.report(cycle.report, outcomes)
+        report = with_showback(self._moves.report(cycle.report, outcomes), self._memory, policy)
         self.status.planned_interval(report, tuple(outcomes), now)
         self.history.record(report, now)
         return report

@@ -24,6 +24,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 
 from quotaguard.metrics.registry import REGISTRY, counter, gauge
+from quotaguard.metrics.showback_metrics import showback_families
 from quotaguard.policy.model import TenantPolicy
 
 QUOTA_LABELS: Final = ("tenant", "class", "cluster_queue", "flavor", "resource", "cohort")
@@ -336,6 +337,7 @@ def quota_families(
         *_faulty_gpu_family(report, classes),
         *_layout_families(report),
         *_telemetry_families(report),
+        *showback_families(report),
         mode,
     ]
 

@@ -20,6 +20,7 @@ from quotaguard.policy.globs import overlapping_pairs
 from quotaguard.policy.listchecks import check_lists
 from quotaguard.policy.model import BEST_FIT, DEFAULT_EXEMPT
 from quotaguard.policy.problems import Problem
+from quotaguard.policy.showbackchecks import check_showback
 
 _ACCELERATOR = re.compile(ACCELERATOR_PATTERN)
 
@@ -70,6 +71,7 @@ def check_policy(document: Mapping[str, Any]) -> list[Problem]:
     problems += _rebalance(_map(spec.get("rebalance")))
     problems += check_geometry(spec)
     problems += check_dra(spec)
+    problems += check_showback(spec)
     return problems
 
 

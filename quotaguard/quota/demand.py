@@ -147,11 +147,15 @@ def _pod_group_demand(policy: TenantPolicy, group: PodGroup, tenant: str, tally:
             tally.add(tenant, gpu_class.name, amount, holding=holding)
 
 
-def _bound_pod_units(
+def bound_pod_units(
     policy: TenantPolicy, snapshot: ClusterSnapshot
 ) -> Iterator[tuple[str, GpuClass, Pod, int]]:
-    """(tenant, class, pod, units) for every tenant pod bound to a node."""
+    """(tenant, class, pod, units) for every tenant pod bound to a node.
+
+    On a known node the class depends on the node and the resource only: found once per pair
+    (a cluster has thousands of pods per few nodes' worth of label sets)."""
     nodes = {node.name: node for node in snapshot.nodes}
+    on_node: dict[tuple[str, str], GpuClass | None] = {}
     for pod in snapshot.pods:
         if not pod.bound:
             continue
@@ -160,7 +164,14 @@ def _bound_pod_units(
             continue
         node = nodes.get(pod.node_name) if pod.node_name else None
         for resource, amount in pod.gpus.items():
-            gpu_class = class_of_pod_resource(policy, resource, pod, node)
+            if node is None:
+                gpu_class = class_of_pod_resource(policy, resource, pod, None)
+            elif (node.name, resource) in on_node:
+                gpu_class = on_node[(node.name, resource)]
+            else:
+                gpu_class = on_node[(node.name, resource)] = class_of_pod_resource(
+                    policy, resource, pod, node
+                )
             if gpu_class is not None and amount > 0:
                 yield tenant.name, gpu_class, pod, amount
 
@@ -170,7 +181,7 @@ def activity_of(
 ) -> dict[str, dict[str, ClassActivity]]:
     """Allocated, used and idle units per tenant and class (tenants with running pods)."""
     rows: dict[str, dict[str, ClassActivity]] = {}
-    for tenant, gpu_class, pod, units in _bound_pod_units(policy, snapshot):
+    for tenant, gpu_class, pod, units in bound_pod_units(policy, snapshot):
         row = rows.setdefault(tenant, {}).get(gpu_class.name, ClassActivity())
         seen = activity.get((pod.namespace, pod.name))
         observed = units if seen is not None else 0

@@ -15,6 +15,7 @@ from typing import Any
 from quotaguard.charts.svg import color
 from quotaguard.reports.history import HistoryPoint
 from quotaguard.reports.markup import cell, header_row, table, text
+from quotaguard.reports.showback_html import showback_section
 from quotaguard.reports.summary import ClassSummary, ClusterSummary, cluster_summary
 from quotaguard.reports.tenant_view import View, tenant_section
 
@@ -217,6 +218,7 @@ def render_report_page(
         now=now,
     )
     body.extend(tenant_section(tenant, view) for tenant in report.get("tenants", ()))
+    body.append(showback_section(report.get("showback")))
     return _page(title, body, refresh_seconds)
 
 

@@ -1,4 +1,5 @@
-"""`GET /reports/quota` (JSON), `/reports/quota.csv` and `/reports` (HTML) over aiohttp.
+"""`GET /reports/quota` (JSON), `/reports/quota.csv`, `/reports/showback.csv` and `/reports`
+(HTML) over aiohttp.
 
 The routes read whatever implements `ReportSource` (the controller of this process). Without
 one (a webhook-only pod) or before its first plan, they answer 503 with the reason.
@@ -13,6 +14,7 @@ from typing import Any, Protocol
 from aiohttp import web
 
 from quotaguard.quota.quota_report import to_csv
+from quotaguard.quota.showback_report import to_csv as showback_to_csv
 from quotaguard.reports.history import QuotaHistory
 from quotaguard.reports.report_page import render_report_page, render_unavailable_page
 
@@ -56,6 +58,16 @@ def report_routes(
             headers={"Content-Disposition": 'inline; filename="quota.csv"'},
         )
 
+    async def showback_csv(_: web.Request) -> web.Response:
+        report = source.latest_report() if source is not None else None
+        if report is None:
+            return web.Response(text=f"no showback: {unavailable()}\n", status=503)
+        return web.Response(
+            text=showback_to_csv(report.get("showback") or {}),
+            content_type="text/csv",
+            headers={"Content-Disposition": 'inline; filename="showback.csv"'},
+        )
+
     async def page(_: web.Request) -> web.Response:
         report = source.latest_report() if source is not None else None
         if source is None or report is None:
@@ -70,6 +82,7 @@ def report_routes(
     return [
         web.get("/reports/quota", quota_json),
         web.get("/reports/quota.csv", quota_csv),
+        web.get("/reports/showback.csv", showback_csv),
         web.get("/reports", page),
         web.get("/reports/", page),
     ]

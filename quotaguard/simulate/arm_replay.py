@@ -30,7 +30,9 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from quotaguard.quota.showback import Totals, accumulate
 from quotaguard.simulate.arm_controller import ArmController, planned_cohort
+from quotaguard.simulate.arm_showback import HeldNow
 from quotaguard.simulate.arms import (
     ARMS,
     Arm,
@@ -102,6 +104,8 @@ class ArmRun:
     rates: dict[int, tuple[float, float]] = field(default_factory=dict)
     # the nodes' layout changes, in the order they started (the geometry arm's)
     layout_changes: tuple[LayoutChange, ...] = ()
+    # GPU-hours per simulated day, tenant, class and GPU model (quotaguard.quota.showback)
+    showback: Totals = field(default_factory=dict)
 
 
 @dataclass(slots=True)
@@ -127,6 +131,7 @@ class _Replay:
         self.run = ArmRun(arm.name, {}, Series())
         self.allocated: dict[str, float] = {}
         self.useful = 0.0
+        self.held = HeldNow(shared.policy, self.cluster.labels)  # for the showback
         self.running: dict[int, _Running] = {}
         self.placing: dict[int, QueuedWorkload] = {}  # admitted, waiting for nodes
         self.failed_at: dict[int, int] = {}  # id -> cluster.released when placement failed
@@ -186,6 +191,7 @@ class _Replay:
         assert tenant is not None
         self.allocated[tenant] -= running.gpus
         self.useful -= running.useful
+        self.held.stop(ident)
         return running
 
     def admit(self, now: float) -> bool:
@@ -248,6 +254,7 @@ class _Replay:
         self.running[workload.id] = _Running(assignment, now, gpus, useful)
         self.allocated[workload.queue] = self.allocated.get(workload.queue, 0.0) + gpus
         self.useful += useful
+        self.held.start(workload.id, workload.queue, assignment, useful / gpus if gpus else 0.0)
         self.run.admitted_at[workload.id] = now
         self.run.rates[workload.id] = (gpus, useful)
         end = now + arrival.duration - self.run.kept.get(workload.id, 0.0)
@@ -280,6 +287,13 @@ class _Replay:
                 usage.setdefault(name, []).append(used.get(name, 0))
                 waiting.setdefault(name, []).append(pending.get(name, 0))
         self._idle()
+        self._showback(now)
+
+    def _showback(self, now: float) -> None:
+        """What the running workloads hold now counts for the interval that starts."""
+        seconds = min(self.shared.interval, self.shared.horizon - now)
+        rates = self.held.rates()
+        self.run.showback = accumulate(self.run.showback, rates, start=now, seconds=seconds)
 
     def _ever_placeable(self, gang: Gang) -> bool:
         """Whether the gang fits the empty cluster (one that never does is not held back by

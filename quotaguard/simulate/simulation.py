@@ -8,10 +8,12 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from quotaguard.policy.model import TenantPolicy
 from quotaguard.simulate.arm_metrics import ArmMetrics, arm_metrics
 from quotaguard.simulate.arm_replay import ArmName, ArmRun, Setup, StaticBaseline, run_arm, setup
+from quotaguard.simulate.arm_showback import simulation_showback
 from quotaguard.simulate.arms import ARMS
 from quotaguard.simulate.arrivals import AdmissionCache, arrivals
 from quotaguard.simulate.bound import bound_utilization
@@ -63,6 +65,12 @@ class Simulation:
     def reference(self) -> ArmMetrics | None:
         """The hand-written pool: what dynamic quotas are weighed against."""
         return self.metrics.get("pool")
+
+    def showback(self) -> dict[str, Any]:
+        """The `showback` object of the JSON (simulate/arm_showback.py says which arm)."""
+        return simulation_showback(
+            self.policy, {arm: run.showback for arm, run in self.runs.items()}
+        )
 
     def denial_rules(self) -> list[tuple[str, int]]:
         """Denied workloads by rule, most frequent first."""

@@ -6,6 +6,7 @@ from collections.abc import Callable
 from html import escape
 
 from quotaguard.charts.svg import Line, color, line_chart, stacked_chart
+from quotaguard.reports.showback_html import showback_section
 from quotaguard.simulate.arm_replay import Series
 from quotaguard.simulate.simulation import Simulation
 from quotaguard.simulate.simulation_report import (
@@ -163,6 +164,7 @@ def render_html(simulation: Simulation) -> str:
         "<h2>Per tenant</h2>",
         _table(tenant_rows(simulation)),
         f'<p class="verdict">{escape(verdict(simulation))}</p>',
+        showback_section(simulation.showback()),
     ]
     for section, svgs in charts(simulation):
         parts.append(f"<h2>{escape(section)}</h2>")

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from quotaguard.quota.showback_report import format_lines
 from quotaguard.simulate.arm_metrics import ArmMetrics, Outcome, metrics_json
 from quotaguard.simulate.arms import ARMS
 from quotaguard.simulate.preemption import PRESETS, SAMPLE_PRESET, Preemption, preset_name
@@ -59,6 +60,7 @@ def result_json(simulation: Simulation) -> dict[str, Any]:
     }
     document["preemption"] = preemption_json(simulation.setup.preemption)
     document["scoring"] = simulation.setup.scoring
+    document["showback"] = simulation.showback()
     return document
 
 
@@ -208,6 +210,7 @@ def render_text(simulation: Simulation) -> str:
     ):
         lines.append("")
         lines.extend(table(rows, left=left))
+    lines.extend(format_lines(simulation.showback()))
     lines.append("")
     lines.extend(wrap(verdict(simulation)))
     return "\n".join(lines) + "\n"

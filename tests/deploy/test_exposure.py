@@ -210,6 +210,7 @@ def test_prometheus_scrapes_with_the_token_of_an_account_that_may_read_metrics(
                 "/reports/",
                 "/reports/quota",
                 "/reports/quota.csv",
+                "/reports/showback.csv",
             ],
             "verbs": ["get"],
         }

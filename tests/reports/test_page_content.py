@@ -174,10 +174,12 @@ def test_summary_sums_each_class_over_the_tenants(report):
 
 def test_the_plan_html_from_a_snapshot_is_the_page(capsys):
     page = plan(capsys, "-o", "html")
-    assert [s.kind for s in sections(page)] == ["summary", "tenant", "tenant", "tenant"]
+    kinds = ["summary", "tenant", "tenant", "tenant", "showback"]
+    assert [s.kind for s in sections(page)] == kinds
     assert 'http-equiv="refresh"' not in page  # a file, not a wall screen
     assert '<meta name="viewport" content="width=device-width, initial-scale=1">' in page
-    assert page.count('<div class="scroll"><table') == page.count("<table") == 3
+    # one table per tenant, then the showback's per tenant and per class and model
+    assert page.count('<div class="scroll"><table') == page.count("<table") == 5
 
 
 @given(st.lists(st.lists(st.integers(0, 500), min_size=5, max_size=5), min_size=1, max_size=6))

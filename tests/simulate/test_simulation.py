@@ -132,7 +132,7 @@ def test_workloads_bigger_than_their_queue_can_ever_hold_are_left_out_of_waits(p
 def test_the_json_has_the_fields_of_the_command_line_contract(policy):
     document = result_json(run(policy, BURST))
     arms = {"none", "static", "pool", "dynamic", "geometry"}
-    assert set(document) == arms | {"reference", "bound", "preemption", "scoring"}
+    assert set(document) == arms | {"reference", "bound", "preemption", "scoring", "showback"}
     assert document["reference"] == {"baseline": "pool", **document["pool"]}
     for arm in (document[name] for name in arms):
         assert arm["utilization"] <= document["bound"]["utilization"]
