@@ -84,7 +84,10 @@ def resources_unchanged_expression(kind: Kind) -> str:
         return _same("oldObject", "object", parse_path(kind.components), leaf)
     parts = []
     for place in kind.templates:
-        leaf = "{value}" if place.form == "resources" else _pod_template_resources("{value}")
+        # a Spark driver or executor asks for GPUs in its template, its own containers and its
+        # `gpu`: the whole role is compared
+        whole = place.form in ("resources", "spark-role")
+        leaf = "{value}" if whole else _pod_template_resources("{value}")
         parts.append(_same("oldObject", "object", place.steps, leaf))
     return "\n&& ".join(f"({part})" for part in parts)
 
