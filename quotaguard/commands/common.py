@@ -9,30 +9,32 @@ from collections.abc import Mapping, Sequence
 from quotaguard.policy.model import TenantPolicy
 
 
+def read_policy_text(path: str) -> str | int:
+    """The text of the policy file at `path` (`-`: standard input, within the policy's size
+    bound), or 2 after printing why it cannot be read."""
+    from quotaguard.kube.documents import POLICY, DocumentError, read_error, read_input, source_name
+
+    try:
+        return read_input(path, POLICY)
+    except DocumentError as exc:
+        print(exc, file=sys.stderr)
+    except (OSError, UnicodeDecodeError) as exc:
+        print(f"{source_name(path)}: cannot read: {read_error(exc)}", file=sys.stderr)
+    return 2
+
+
 def read_policy(path: str) -> TenantPolicy | int:
     """The policy at `path` (`-`: standard input), or the exit code after printing why not
     (one line per problem): 2 when it cannot be read, is not YAML or holds no TenantPolicy at
     all (another kind of file), 1 when it is an invalid policy."""
-    from quotaguard.kube.documents import (
-        POLICY,
-        DocumentError,
-        read_error,
-        read_input,
-        source_name,
-    )
+    from quotaguard.kube.documents import source_name
     from quotaguard.policy.loader import load_policy_text
     from quotaguard.policy.problems import PolicyInvalid
 
     name = source_name(path)
-    try:
-        text = read_input(path, POLICY)
-    except DocumentError as exc:
-        print(exc, file=sys.stderr)
-        return 2
-    except (OSError, UnicodeDecodeError) as exc:
-        reason = read_error(exc)
-        print(f"{name}: cannot read: {reason}", file=sys.stderr)
-        return 2
+    text = read_policy_text(path)
+    if isinstance(text, int):
+        return text
     wrong = not_a_policy(text, name)
     if wrong is not None:
         print(wrong, file=sys.stderr)

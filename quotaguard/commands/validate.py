@@ -6,8 +6,8 @@ import argparse
 import sys
 from typing import Any
 
-from quotaguard.commands.common import dump, not_a_policy
-from quotaguard.kube.documents import POLICY, DocumentError, read_error, read_input, source_name
+from quotaguard.commands.common import dump, not_a_policy, read_policy_text
+from quotaguard.kube.documents import source_name
 from quotaguard.policy.loader import PolicyDocument, load_policy_documents, policy_files
 from quotaguard.policy.problems import format_path
 
@@ -55,14 +55,9 @@ def _documents(paths: list[str]) -> list[PolicyDocument] | int:
     wrong_kind = False
     for file, explicit in policy_files(paths):
         name = source_name(file)
-        try:
-            text = read_input(file, POLICY)
-        except DocumentError as exc:
-            print(exc, file=sys.stderr)
-            return 2
-        except (OSError, UnicodeDecodeError) as exc:
-            print(f"{name}: cannot read: {read_error(exc)}", file=sys.stderr)
-            return 2
+        text = read_policy_text(file)
+        if isinstance(text, int):
+            return text
         wrong = not_a_policy(text, name) if explicit else None
         if wrong is not None:
             print(wrong, file=sys.stderr)
