@@ -67,6 +67,7 @@ def test_config_applies_with_server_dry_run(cluster: Cluster) -> None:
         "deployment.apps/quotaguard-controller",
         "mutatingwebhookconfiguration.admissionregistration.k8s.io/00-quotaguard-mutating",
         "validatingwebhookconfiguration.admissionregistration.k8s.io/quotaguard-validating",
+        "validatingwebhookconfiguration.admissionregistration.k8s.io/quotaguard-validating-resources",
         "job.batch/quotaguard-certs",
         "cronjob.batch/quotaguard-certs",
     ):

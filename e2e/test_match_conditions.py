@@ -52,7 +52,7 @@ POD_VALIDATES = "pods.validate.quotaguard.dev"
 def all_conditions() -> dict[str, dict[str, str]]:
     """Webhook name -> condition name -> expression, in the order the files give them."""
     found: dict[str, dict[str, str]] = {}
-    for path in sorted(WEBHOOK.glob("*webhookconfiguration.yaml")):
+    for path in sorted(WEBHOOK.glob("*webhookconfiguration*.yaml")):
         for doc in load_yaml(path):
             for hook in doc["webhooks"]:
                 found[hook["name"]] = {c["name"]: c["expression"] for c in hook["matchConditions"]}

@@ -23,6 +23,9 @@ CHART_FILES = ROOT / "charts" / "quotaguard" / "files"
 COPIES: dict[str, str] = {
     "webhook/mutatingwebhookconfiguration.yaml": "webhook/mutatingwebhookconfiguration.yaml",
     "webhook/validatingwebhookconfiguration.yaml": "webhook/validatingwebhookconfiguration.yaml",
+    "webhook/validatingwebhookconfiguration-resources.yaml": (
+        "webhook/validatingwebhookconfiguration-resources.yaml"
+    ),
     "webhook/ignore-label-policy.yaml": "webhook/ignore-label-policy.yaml",
     "webhook/ignore-label-policy-binding.yaml": "webhook/ignore-label-policy-binding.yaml",
     "prometheus/prometheusrule.yaml": "config/components/prometheus/prometheusrule.yaml",

@@ -37,6 +37,7 @@ from quotaguard.commands.certs_cluster import (
     KubernetesCluster,
 )
 from quotaguard.commands.common import HelpWithDefaults, dump
+from quotaguard.webhook.registrations import VALIDATING_NAMES
 
 MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
 CERT_MANAGER_ANNOTATION = "cert-manager.io/certificate-name"
@@ -398,9 +399,13 @@ def register(verbs: Any) -> None:
     )
     parser.add_argument(
         "--validating-webhook",
-        default="quotaguard-validating",
+        action="append",
+        default=None,
         metavar="NAME",
-        help="ValidatingWebhookConfiguration to write caBundle into",
+        help=(
+            "ValidatingWebhookConfiguration to write caBundle into (repeatable; default "
+            f"{' and '.join(VALIDATING_NAMES)})"
+        ),
     )
     parser.add_argument(
         "--dns-name",
@@ -529,7 +534,7 @@ def run(args: argparse.Namespace) -> int:
             ca_secret=args.ca_secret,
             webhook_configurations=(
                 (MUTATING, args.mutating_webhook),
-                (VALIDATING, args.validating_webhook),
+                *((VALIDATING, name) for name in args.validating_webhook or VALIDATING_NAMES),
             ),
         )
         return run_cluster(

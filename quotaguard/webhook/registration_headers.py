@@ -79,15 +79,8 @@ VALIDATING_HEADER = """\
 #
 # UPDATE of workload objects: two webhooks per kind, told apart by a matchCondition that
 # compares the resources of every container of the pod templates with the stored object's.
-#
-# <kind>s-resources.validate (container-resources-changed): failurePolicy Fail. A template that
-# gains or changes GPUs is decided like a CREATE by the mutating UPDATE webhook, which records
-# the decision (quotaguard.dev/decided-gpus); this webhook refuses the update when the change
-# arrives undecided (that webhook fails open) or breaks the policy. Fail, because with Ignore
-# an outage would let a Deployment edited to ask for GPUs run them outside every queue. Kueue
-# and the workload controllers never change container resources (Kueue's unsuspend changes
-# suspend, labels, annotations, nodeSelector, tolerations), so they never wait for it; a user's
-# edit of a GPU workload's resources does, as a CREATE does.
+# Those that change container resources are in quotaguard-validating-resources
+# (validatingwebhookconfiguration-resources.yaml); here are the others:
 #
 # <kind>s-update.validate (container-resources-unchanged): failurePolicy Ignore. A changed
 # queue is judged (Kueue lets a suspended Job move to another queue; it must stay one of the
@@ -105,6 +98,24 @@ VALIDATING_HEADER = """\
 # those Kubernetes makes for a pod (kube-controller-manager's resource-claim controller, from
 # a template judged when it was created; the scheduler, for an extended resource backed by
 # DRA).
+# caBundle is filled in by cert-manager's CA injector or by `quotaguard certs`.
+"""
+
+VALIDATING_RESOURCES_HEADER = """\
+# /validate for the UPDATEs of workload objects that change a container's resources: two
+# conditions per kind, the object asks for a GPU and the resources of the pod templates'
+# containers differ from the stored object's (the other updates go to quotaguard-validating).
+# A configuration of its own because `kubectl apply` keeps the applied object in an annotation
+# of at most 262,144 bytes, which one configuration with every validating webhook exceeds.
+#
+# <kind>s-resources.validate (container-resources-changed): failurePolicy Fail. A template that
+# gains or changes GPUs is decided like a CREATE by the mutating UPDATE webhook, which records
+# the decision (quotaguard.dev/decided-gpus); this webhook refuses the update when the change
+# arrives undecided (that webhook fails open) or breaks the policy. Fail, because with Ignore
+# an outage would let a Deployment edited to ask for GPUs run them outside every queue. Kueue
+# and the workload controllers never change container resources (Kueue's unsuspend changes
+# suspend, labels, annotations, nodeSelector, tolerations), so they never wait for it; a user's
+# edit of a GPU workload's resources does, as a CREATE does.
 # caBundle is filled in by cert-manager's CA injector or by `quotaguard certs`.
 """
 

@@ -12,6 +12,7 @@ decision already made (`decided_pod_expression`).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, Literal
 
 import yaml
@@ -31,6 +32,7 @@ from quotaguard.webhook.registration_headers import (
     MUTATING_HEADER,
     PILOT_HEADER,
     VALIDATING_HEADER,
+    VALIDATING_RESOURCES_HEADER,
 )
 from quotaguard.webhook.update_conditions import (
     resources_changed_expression,
@@ -48,6 +50,11 @@ PILOT_LABEL = "quotaguard.dev/pilot"
 # creation only when the queue label quotaguard adds is already there; see docs/deploy.md.
 MUTATING = "00-quotaguard-mutating"
 VALIDATING = "quotaguard-validating"
+# The fail-closed validation of updates that change container resources has a configuration of
+# its own: `kubectl apply` keeps the whole object in an annotation of at most 262,144 bytes, and
+# one configuration holding every validating webhook is larger.
+VALIDATING_RESOURCES = "quotaguard-validating-resources"
+VALIDATING_NAMES = (VALIDATING, VALIDATING_RESOURCES)
 REQUESTS_NVIDIA = "requests-gpus"  # a GPU resource, or DRA claims
 CLAIM_ASKS_FOR_DEVICES = "asks-for-devices-not-for-a-pod"
 # Who makes the ResourceClaims of a pod from its template, and of an extended resource backed
@@ -383,8 +390,8 @@ def _splits_updates(kind: Kind, path: str, operation: Operation) -> bool:
 
 def webhooks(path: Literal["mutate", "validate"]) -> list[Manifest]:
     """Every webhook of one configuration: CREATE for each kind, then UPDATE for each, then
-    (validation) the UPDATEs that change container resources, for each, and the DRA claim
-    objects' CREATE."""
+    (validation) the DRA claim objects' CREATE. The validating UPDATEs that change container
+    resources are in `resources_webhooks`."""
     operations: tuple[Operation, ...] = ("CREATE", "UPDATE")
     found = []
     for operation in operations:
@@ -393,14 +400,18 @@ def webhooks(path: Literal["mutate", "validate"]) -> list[Manifest]:
                 continue
             split = _splits_updates(kind, path, operation)
             found.append(_webhook(kind, path, operation, resources=False if split else None))
-    found.extend(
-        _webhook(kind, path, "UPDATE", resources=True)
-        for kind in KINDS
-        if _splits_updates(kind, path, "UPDATE")
-    )
     if path == "validate":
         found.extend(_claim_webhook(plural, devices) for plural, devices in CLAIM_RESOURCES)
     return found
+
+
+def resources_webhooks() -> list[Manifest]:
+    """The validating UPDATEs that change a workload's container resources, one per kind."""
+    return [
+        _webhook(kind, "validate", "UPDATE", resources=True)
+        for kind in KINDS
+        if _splits_updates(kind, "validate", "UPDATE")
+    ]
 
 
 def claim_expression(devices: tuple[str, ...]) -> str:
@@ -457,29 +468,44 @@ def _claim_webhook(plural: str, devices: tuple[str, ...]) -> Manifest:
     return hook
 
 
-def configuration(path: Literal["mutate", "validate"]) -> Manifest:
-    mutating = path == "mutate"
+def _configuration(kind: str, name: str, hooks: list[Manifest]) -> Manifest:
     return {
         "apiVersion": "admissionregistration.k8s.io/v1",
-        "kind": "MutatingWebhookConfiguration" if mutating else "ValidatingWebhookConfiguration",
+        "kind": kind,
         "metadata": {
-            "name": MUTATING if mutating else VALIDATING,
+            "name": name,
             "labels": {
                 "app.kubernetes.io/name": "quotaguard",
                 "app.kubernetes.io/component": "webhook",
             },
         },
-        "webhooks": webhooks(path),
+        "webhooks": hooks,
     }
+
+
+def configuration(path: Literal["mutate", "validate"]) -> Manifest:
+    """The mutating configuration, or the validating one without the resource-change hooks."""
+    if path == "mutate":
+        return _configuration("MutatingWebhookConfiguration", MUTATING, webhooks(path))
+    return _configuration("ValidatingWebhookConfiguration", VALIDATING, webhooks(path))
+
+
+def resources_configuration() -> Manifest:
+    return _configuration(
+        "ValidatingWebhookConfiguration", VALIDATING_RESOURCES, resources_webhooks()
+    )
+
+
+def configurations() -> list[Manifest]:
+    """Every webhook configuration quotaguard registers, in the order they are written."""
+    return [configuration("mutate"), configuration("validate"), resources_configuration()]
 
 
 def pilot_patches() -> list[Manifest]:
     """The pilot component's strategic-merge patches: every webhook Ignore, on labelled
     namespaces only (the exemptions still hold)."""
     found = []
-    paths: tuple[Literal["mutate", "validate"], ...] = ("mutate", "validate")
-    for path in paths:
-        config = configuration(path)
+    for config in configurations():
         found.append(
             {
                 "apiVersion": config["apiVersion"],
@@ -498,9 +524,16 @@ def pilot_patches() -> list[Manifest]:
     return found
 
 
-FILES = {
-    "webhook/mutatingwebhookconfiguration.yaml": ("mutate", MUTATING_HEADER),
-    "webhook/validatingwebhookconfiguration.yaml": ("validate", VALIDATING_HEADER),
+FILES: dict[str, tuple[Callable[[], Manifest], str]] = {
+    "webhook/mutatingwebhookconfiguration.yaml": (lambda: configuration("mutate"), MUTATING_HEADER),
+    "webhook/validatingwebhookconfiguration.yaml": (
+        lambda: configuration("validate"),
+        VALIDATING_HEADER,
+    ),
+    "webhook/validatingwebhookconfiguration-resources.yaml": (
+        resources_configuration,
+        VALIDATING_RESOURCES_HEADER,
+    ),
 }
 PILOT_FILE = "config/components/pilot/webhooks-patch.yaml"
 
@@ -533,9 +566,6 @@ def _dump(documents: list[Manifest]) -> str:
 
 def render() -> dict[str, str]:
     """Repository path -> text of every generated file."""
-    files = {
-        path: GENERATED + header + _dump([configuration(kind)])  # type: ignore[arg-type]
-        for path, (kind, header) in FILES.items()
-    }
+    files = {path: GENERATED + header + _dump([build()]) for path, (build, header) in FILES.items()}
     files[PILOT_FILE] = GENERATED + PILOT_HEADER + _dump(pilot_patches())
     return files

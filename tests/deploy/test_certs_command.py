@@ -39,6 +39,7 @@ TARGETS = Targets(
     webhook_configurations=(
         (MUTATING, "00-quotaguard-mutating"),
         (VALIDATING, "quotaguard-validating"),
+        (VALIDATING, "quotaguard-validating-resources"),
     ),
 )
 KINDS = ("pods", "jobs", "jobsets", "volcanojobs")
@@ -67,6 +68,9 @@ class FakeCluster:
             ),
             (VALIDATING, "quotaguard-validating"): webhook_configuration(
                 VALIDATING, "quotaguard-validating", "validate"
+            ),
+            (VALIDATING, "quotaguard-validating-resources"): webhook_configuration(
+                VALIDATING, "quotaguard-validating-resources", "validate"
             ),
         }
         self.writes: list[str] = []
@@ -188,6 +192,7 @@ def test_first_run_creates_ca_then_bundle_then_serving_secret() -> None:
         "create Secret quotaguard-webhook-ca",
         "patch 00-quotaguard-mutating",
         "patch quotaguard-validating",
+        "patch quotaguard-validating-resources",
         "create Secret quotaguard-webhook-tls",
     ]
     serving = cluster.secrets[(NS, "quotaguard-webhook-tls")]
@@ -260,6 +265,7 @@ def test_ca_rotation_patches_the_bundle_before_the_new_serving_cert_and_keeps_th
         "update Secret quotaguard-webhook-ca",
         "patch 00-quotaguard-mutating",
         "patch quotaguard-validating",
+        "patch quotaguard-validating-resources",
         "update Secret quotaguard-webhook-tls",
     ]
     (bundle,) = cluster.ca_bundles()

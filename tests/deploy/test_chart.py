@@ -93,9 +93,11 @@ def test_chart_webhook_configurations_are_the_ones_of_webhook_dir(
         for d in default_chart
         if d.get("kind", "").endswith("WebhookConfiguration")
     ]
-    assert sorted(rendered, key=lambda d: d["kind"]) == sorted(
-        source_webhook_configurations(), key=lambda d: d["kind"]
-    )
+
+    def by_name(doc: Manifest) -> tuple[str, str]:
+        return doc["kind"], doc["metadata"]["name"]
+
+    assert sorted(rendered, key=by_name) == sorted(source_webhook_configurations(), key=by_name)
 
 
 def test_release_namespace_is_served_and_exempt() -> None:

@@ -5,6 +5,8 @@ build that a bare API server accepts. Every check runs on both builds."""
 from __future__ import annotations
 
 import argparse
+import itertools
+import json
 from pathlib import Path
 from typing import Any
 
@@ -102,6 +104,11 @@ def container_args(workload: Manifest) -> list[list[str]]:
 
 def flag_value(args: list[str], flag: str) -> str:
     return args[args.index(flag) + 1]
+
+
+def flag_values(args: list[str], flag: str) -> list[str]:
+    """Every value of a repeatable flag."""
+    return [value for name, value in itertools.pairwise(args) if name == flag]
 
 
 def deployment(docs: list[Manifest], name: str) -> Manifest:
@@ -269,7 +276,7 @@ def test_certs_job_may_touch_only_its_secrets_and_webhook_configurations(
     configurations = {
         d["metadata"]["name"] for d in build if d.get("kind", "").endswith("WebhookConfiguration")
     }
-    assert {flag_value(args, "--mutating-webhook"), flag_value(args, "--validating-webhook")} == (
+    assert {flag_value(args, "--mutating-webhook"), *flag_values(args, "--validating-webhook")} == (
         configurations
     )
     for rule in cluster_role["rules"]:
@@ -452,6 +459,22 @@ def kinds_of(hook: Manifest) -> set[tuple[str, str, str]]:
         for v in rule["apiVersions"]
         for r in rule["resources"]
     }
+
+
+# kubectl's client-side apply keeps the whole applied object in the annotation
+# kubectl.kubernetes.io/last-applied-configuration; the API server refuses annotations over
+# 262,144 bytes in all, so an object larger than that cannot be installed with `kubectl apply`.
+ANNOTATIONS_LIMIT = 262_144
+
+
+def test_every_object_fits_kubectl_apply(build: list[Manifest]) -> None:
+    """`kubectl apply -k config/` (and Argo CD's default client-side sync) works: each object,
+    as its last-applied annotation, leaves a tenth of the API server's limit for growth and
+    for the certificate a component adds."""
+    for doc in build:
+        size = len(json.dumps(doc, separators=(",", ":")))
+        where = f"{doc['kind']} {doc['metadata']['name']}"
+        assert size < ANNOTATIONS_LIMIT * 0.9, f"{where}: {size} bytes"
 
 
 def test_webhook_configurations_are_safe_for_the_api_server(build: list[Manifest]) -> None:

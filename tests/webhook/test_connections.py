@@ -10,6 +10,7 @@ answer comes; every wait for an outcome is generous."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import socket
@@ -289,7 +290,9 @@ def test_header_level_mistakes_are_a_json_4xx_without_a_traceback(
     what was wrong, the connection is closed, and the log has one info line, no traceback."""
     caplog.set_level(logging.DEBUG)
     sock = connect(live)
-    sock.sendall(request_bytes)
+    # the server may answer and close before it has read a long header
+    with contextlib.suppress(OSError):
+        sock.sendall(request_bytes)
     answer = response_of(sock)
     head, _, body = answer.partition(b"\r\n\r\n")
     status = int(head.split(b" ", 2)[1])

@@ -29,29 +29,28 @@ app.kubernetes.io/component: {{ . }}
 {{- .Values.policy.existingConfigMap | default "quotaguard-policy" -}}
 {{- end }}
 
-{{/* The webhook configurations are the chart's copies of the repository's webhook/ files
+{{/* A webhook configuration file of the chart, the copy of the repository's webhook/ file
      (tools/chart_files.py keeps them equal), so a webhook added there is served by both builds. */}}
 {{- define "quotaguard.webhookFile" -}}
-{{- $root := .root -}}
-{{- $found := dict -}}
-{{- range $path, $_ := $root.Files.Glob "files/webhook/*.yaml" -}}
-{{- $doc := $root.Files.Get $path | fromYaml -}}
-{{- if eq (get $doc "kind") $.kind -}}
-{{- $_ := set $found "doc" $doc -}}
+{{- $path := printf "files/webhook/%s" .file -}}
+{{- $text := .root.Files.Get $path -}}
+{{- if not $text -}}
+{{- fail (printf "no %s in the chart" $path) -}}
 {{- end -}}
-{{- end -}}
-{{- if not (hasKey $found "doc") -}}
-{{- fail (printf "no %s in files/webhook/" .kind) -}}
-{{- end -}}
-{{- toYaml $found.doc -}}
+{{- $text -}}
 {{- end }}
 
 {{- define "quotaguard.mutatingName" -}}
-{{- (include "quotaguard.webhookFile" (dict "root" . "kind" "MutatingWebhookConfiguration") | fromYaml).metadata.name -}}
+{{- (include "quotaguard.webhookFile" (dict "root" . "file" "mutatingwebhookconfiguration.yaml") | fromYaml).metadata.name -}}
 {{- end }}
 
-{{- define "quotaguard.validatingName" -}}
-{{- (include "quotaguard.webhookFile" (dict "root" . "kind" "ValidatingWebhookConfiguration") | fromYaml).metadata.name -}}
+{{/* Both validating configurations' names, as a YAML flow list's items. */}}
+{{- define "quotaguard.validatingNames" -}}
+{{- $names := list -}}
+{{- range $file := list "validatingwebhookconfiguration.yaml" "validatingwebhookconfiguration-resources.yaml" -}}
+{{- $names = append $names (include "quotaguard.webhookFile" (dict "root" $ "file" $file) | fromYaml).metadata.name -}}
+{{- end -}}
+{{- join ", " $names -}}
 {{- end }}
 
 {{/* One webhook configuration as this release installs it: the release namespace for the
@@ -104,8 +103,10 @@ app.kubernetes.io/component: {{ . }}
 - quotaguard-webhook-ca
 - --mutating-webhook
 - {{ include "quotaguard.mutatingName" . }}
+{{- range $name := splitList ", " (include "quotaguard.validatingNames" .) }}
 - --validating-webhook
-- {{ include "quotaguard.validatingName" . }}
+- {{ $name }}
+{{- end }}
 {{- end }}
 
 {{- define "quotaguard.podSecurityContext" -}}
