@@ -3,6 +3,7 @@
 AdmissionReview -> decode -> tenant_of(ns) -> mutate -> validate -> patch -> encode
 """
 
+from quotaguard.admission.answers import answer_offline
 from quotaguard.admission.decision import Decision, Denial, PatchOp, Rule
 from quotaguard.admission.engine import OperationPath, decide, review, review_offline
 from quotaguard.admission.mutate import mutate
@@ -27,6 +28,7 @@ __all__ = [
     "OperationPath",
     "PatchOp",
     "Rule",
+    "answer_offline",
     "build_response",
     "decide",
     "decode_review",

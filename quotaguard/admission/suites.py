@@ -32,7 +32,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 from pydantic.alias_generators import to_camel
 
-from quotaguard.admission import BadReview, make_review, review_offline
+from quotaguard.admission import BadReview, answer_offline, make_review
 from quotaguard.admission.decision import Rule
 from quotaguard.policy.model import TenantPolicy
 
@@ -205,7 +205,7 @@ def run_case(policy: TenantPolicy, suite: LoadedSuite, case: Case) -> CaseResult
         result.failures.append("no namespace: set the case's namespace or metadata.namespace")
         return result
     try:
-        response, patched = review_offline(
+        response, patched = answer_offline(
             policy, make_review(obj, namespace=namespace, username=case.username)
         )
     except BadReview as exc:

@@ -71,7 +71,7 @@ def register(verbs: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from quotaguard.admission import BadReview, review_offline
+    from quotaguard.admission import BadReview, answer_offline
 
     read = _inputs(args)
     if isinstance(read, int):
@@ -83,7 +83,7 @@ def run(args: argparse.Namespace) -> int:
     denied = False
     for what, body in reviews:
         try:
-            response, patched = review_offline(policy, body, runtimes, dra=dra)
+            response, patched = answer_offline(policy, body, runtimes, dra=dra)
         except BadReview as exc:
             print(f"{name}: {what}: {exc.problem}: {exc}", file=sys.stderr)
             return 2

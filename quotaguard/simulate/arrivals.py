@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from quotaguard.admission.engine import review_offline
+from quotaguard.admission.answers import answer_offline
 from quotaguard.admission.reviews import BadReview, make_review
 from quotaguard.kube.podspec import pod_gpus, pod_templates, workload_kind
 from quotaguard.policy.fungibility import class_order, compatible
@@ -204,7 +204,7 @@ def verdict_of(policy: TenantPolicy, manifest: Mapping[str, Any], namespace: str
     obj = _as_pod(manifest)
     body = make_review(obj, namespace=namespace, uid="simulate")
     try:
-        review, patched = review_offline(policy, body)
+        review, patched = answer_offline(policy, body)
     except BadReview as exc:  # the API server would refuse it before admission
         return Verdict(allowed=False, message=str(exc), rules="malformed")
     response = review.get("response", {})
