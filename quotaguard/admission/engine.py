@@ -16,6 +16,7 @@ from quotaguard.admission.decision import ALLOWED, Decision, combine
 from quotaguard.admission.mutate import mutate
 from quotaguard.admission.owners import owner_kinds, trusted_creator
 from quotaguard.admission.provenance import refused_creation
+from quotaguard.admission.reading import Reading
 from quotaguard.admission.reviews import (
     AdmissionRequest,
     AdmissionReview,
@@ -68,6 +69,11 @@ def decide(
         return unreadable
     obj = with_runtime(given, namespace, runtimes)
     old = request.get("oldObject")
+    # The object and the stored one, each read once for every step below.
+    reading = Reading(obj, policy.gpu_resources)
+    old_reading = (
+        Reading(old, policy.gpu_resources, "request.oldObject") if isinstance(old, dict) else None
+    )
     user_info = request.get("userInfo")
     owners = owner_kinds(obj)
     creator_trusted = trusted_creator(policy, user_info, owners)
@@ -80,6 +86,7 @@ def decide(
             owners,
             creator_trusted=creator_trusted,
             name=request.get("name"),
+            reading=reading,
         )
         if refused is not None:
             return refused
@@ -92,6 +99,8 @@ def decide(
             old_object=old if isinstance(old, dict) else None,
             creator_trusted=creator_trusted,
             dra=dra,
+            reading=reading,
+            old_reading=old_reading,
         )
         return patch_from(given, obj, mutation)
     if operation == "CREATE":
@@ -106,6 +115,8 @@ def decide(
         old_object=old if isinstance(old, dict) else None,
         creator_trusted=creator_trusted,
         dra=dra,
+        reading=reading,
+        old_reading=old_reading,
     )
 
 

@@ -31,6 +31,7 @@ from quotaguard.admission.names import (
 )
 from quotaguard.admission.patch import PatchBuilder
 from quotaguard.admission.provenance import TEMPLATE_COMPARED
+from quotaguard.admission.reading import Reading, reading_of
 from quotaguard.admission.restore import restore
 from quotaguard.admission.swap import swap_resource, whole_gpus
 from quotaguard.admission.ungoverned import asks_ungoverned
@@ -38,16 +39,14 @@ from quotaguard.admission.workload import (
     GpuContainer,
     TemplateView,
     as_map,
-    changed_gpu_templates,
+    changed_views,
     decision_holds,
     gpu_ask,
     has_gpus,
     owned_by_workload,
-    template_views,
 )
 from quotaguard.kube.dra import DraLookup
-from quotaguard.kube.kinds import kind_of
-from quotaguard.kube.podspec import PLAIN_GPU, workload_kind
+from quotaguard.kube.podspec import PLAIN_GPU
 from quotaguard.kube.quantity import QuantityError, format_bytes, parse_quantity
 from quotaguard.policy.fungibility import compatible
 from quotaguard.policy.model import BEST_FIT, GpuClass, RewriteCondition, Tenant, TenantPolicy
@@ -84,22 +83,32 @@ def mutate(
     old_object: Mapping[str, Any] | None = None,
     creator_trusted: bool = False,
     dra: DraLookup | None = None,
+    reading: Reading | None = None,
+    old_reading: Reading | None = None,
 ) -> Decision:
     """CREATE decides; UPDATE puts back what CREATE decided when the update undid it (see
     `restore`) and decides like CREATE a template whose GPU requests it changes (see
     `_update`); other operations are left alone. `creator_trusted`: the request comes from
     the controller of the object's owner (see `owners`). `dra` finds the DRA
-    objects its claims name (a workload with GPUs only through claims is queued too)."""
+    objects its claims name (a workload with GPUs only through claims is queued too).
+    `reading`, `old_reading`: the engine's readings of `obj` and `old_object`."""
     if policy.exempt(namespace):
         return ALLOWED
     if operation == "UPDATE":
-        return _update(policy, obj, namespace, old_object, creator_trusted=creator_trusted)
+        read = reading_of(obj, policy.gpu_resources, reading)
+        old = (
+            None
+            if old_object is None
+            else reading_of(old_object, policy.gpu_resources, old_reading, "request.oldObject")
+        )
+        return _update(policy, read, namespace, old, creator_trusted=creator_trusted)
     if operation != "CREATE":
         return ALLOWED
     tenant = policy.tenant_of(namespace)
     if tenant is None:
         return ALLOWED
-    views = template_views(obj, policy.gpu_resources)
+    read = reading_of(obj, policy.gpu_resources, reading)
+    views = read.views
     claims = workload_claims(policy, namespace, views, dra)
     # A pod of a Job was made from a template this webhook already rewrote. GPUs no quota
     # counts are not rewritten halfway: validation refuses them.
@@ -117,7 +126,7 @@ def mutate(
         state.changes.extend(changes)
         if _gpu_template(view, claims):
             _stamp_template(view, tenant, changes, state, single_template=single_template)
-    _queue(policy, tenant, obj, views, state)
+    _queue(policy, tenant, read, state)
     _provenance("/metadata", as_map(obj.get("metadata")), tenant, state.changes, state)
     audit = {"tenant": tenant.name}
     if state.changes:
@@ -136,9 +145,9 @@ def mutate(
 
 def _update(
     policy: TenantPolicy,
-    obj: Mapping[str, Any],
+    reading: Reading,
     namespace: str,
-    old_object: Mapping[str, Any] | None,
+    old: Reading | None,
     *,
     creator_trusted: bool,
 ) -> Decision:
@@ -146,17 +155,26 @@ def _update(
     stored object did not, the object decided like a CREATE: a Deployment edited to add GPUs is
     rewritten and queued (or denied) as if created so. A Deployment's template without a
     decision record is decided too: its new ReplicaSets are believed only with one."""
-    restored = restore(policy, obj, namespace, old_object, creator_trusted=creator_trusted)
-    if old_object is None or policy.tenant_of(namespace) is None:
+    restored = restore(
+        policy,
+        reading.obj,
+        namespace,
+        None if old is None else old.obj,
+        creator_trusted=creator_trusted,
+        reading=reading,
+        old_reading=old,
+    )
+    if old is None or policy.tenant_of(namespace) is None:
         return restored
-    current = _applied(obj, restored.patch)
-    redecide = changed_gpu_templates(policy.gpu_resources, current, old_object)
-    if not redecide and workload_kind(current) in TEMPLATE_COMPARED:
-        views = template_views(current, policy.gpu_resources)
-        redecide = [view for view in views if view.gpu_containers and not decision_holds(view)]
+    current = _applied(reading.obj, restored.patch)
+    now = reading_of(current, policy.gpu_resources, reading)
+    old_views = old.views  # read first, as the stored object is the one read first
+    redecide = changed_views(now.views, old_views)
+    if not redecide and now.kind_id in TEMPLATE_COMPARED:
+        redecide = [view for view in now.views if view.gpu_containers and not decision_holds(view)]
     if not redecide:
         return restored
-    decided = mutate(policy, current, namespace, creator_trusted=creator_trusted)
+    decided = mutate(policy, current, namespace, creator_trusted=creator_trusted, reading=now)
     audit = {**restored.audit, **decided.audit}
     warnings = restored.warnings + decided.warnings
     if not decided.allowed:
@@ -406,21 +424,19 @@ def _conflict(
 def _queue(
     policy: TenantPolicy,
     tenant: Tenant,
-    obj: Mapping[str, Any],
-    views: list[TemplateView],
+    reading: Reading,
     state: _Mutation,
 ) -> None:
-    metadata = as_map(obj.get("metadata"))
+    metadata = reading.metadata
     patch = state.patch
     if policy.spec.backend == "kueue":
-        kind = kind_of(obj)
-        for pointer, where in kind.queue_label_metadata(obj) if kind else ():
+        for pointer, where in reading.queue_label_metadata():
             if not as_map(where.get("labels")).get(KUEUE_QUEUE_LABEL):
                 patch.set(f"{pointer}/labels", KUEUE_QUEUE_LABEL, tenant.local_queue)
         return
     if not as_map(metadata.get("annotations")).get(VOLCANO_QUEUE_ANNOTATION):
         patch.set("/metadata/annotations", VOLCANO_QUEUE_ANNOTATION, tenant.queue)
-    for view in views:
+    for view in reading.views:
         pointer = view.template.metadata_pointer
         annotations = as_map(view.template.metadata.get("annotations"))
         if pointer != "/metadata" and not annotations.get(VOLCANO_QUEUE_ANNOTATION):
@@ -429,8 +445,8 @@ def _queue(
             continue
         if view.spec.get("schedulerName") in (None, "", DEFAULT_SCHEDULER):
             patch.set(view.template.spec_pointer, "schedulerName", VOLCANO_SCHEDULER)
-    if workload_kind(obj) == "VolcanoJob":
-        spec = as_map(obj.get("spec"))
+    if reading.kind_id == "VolcanoJob":
+        spec = as_map(reading.obj.get("spec"))
         if not spec.get("queue"):
             patch.set("/spec", "queue", tenant.queue)
         if spec.get("schedulerName") in (None, "", DEFAULT_SCHEDULER):

@@ -33,6 +33,7 @@ from quotaguard.admission.owners import (
     kueue_managed_owner,
     username_of,
 )
+from quotaguard.admission.reading import Reading, reading_of
 from quotaguard.admission.workload import (
     TemplateView,
     as_map,
@@ -40,11 +41,8 @@ from quotaguard.admission.workload import (
     decision_holds,
     has_gpus,
     owned_by_workload,
-    template_views,
 )
-from quotaguard.kube.kinds import kind_of
 from quotaguard.kube.names import KUEUE_QUEUE_LABEL
-from quotaguard.kube.podspec import workload_kind
 from quotaguard.policy.model import Tenant, TenantPolicy
 
 # Owner kind -> the kind of the objects its controller makes and compares with its own template.
@@ -60,10 +58,12 @@ def refused_creation(
     *,
     creator_trusted: bool,
     name: object = None,
+    reading: Reading | None = None,
 ) -> Decision | None:
     """The denial for a GPU object of a tenant created under an owner it may not claim, None
     for every other object (bare objects return at the first check). `owners`: the object's
-    (see `owner_kinds`); `name`: the request's (empty for a generated name)."""
+    (see `owner_kinds`); `name`: the request's (empty for a generated name); `reading`: the
+    engine's reading of `obj`."""
     owner = kueue_managed_owner(owners)
     if owner is None:
         return None
@@ -73,14 +73,15 @@ def refused_creation(
     foreign = policy.spec.backend == "kueue" and not (
         username in controllers or username in policy.spec.trusted_controllers
     )
-    compared = kind.id in TEMPLATE_COMPARED and TEMPLATE_COMPARED[kind.id] == workload_kind(obj)
+    read = reading_of(obj, policy.gpu_resources, reading)
+    compared = kind.id in TEMPLATE_COMPARED and TEMPLATE_COMPARED[kind.id] == read.kind_id
     # The common case, a controller's Pod, is done here: its templates are read once, later.
     if not (foreign or compared) or policy.exempt(namespace):
         return None
     tenant = policy.tenant_of(namespace)
     if tenant is None:
         return None
-    views = template_views(obj, policy.gpu_resources)
+    views = read.views
     if not has_gpus(views):
         return None
     if foreign:
@@ -141,14 +142,13 @@ def _undecided_child(what: str, tenant: Tenant, kind: str, reference: Mapping[st
 def undecided_update(
     policy: TenantPolicy,
     tenant: Tenant,
-    obj: Mapping[str, Any],
-    views: list[TemplateView],
+    reading: Reading,
     old_views: list[TemplateView],
 ) -> Iterator[Denial]:
     """For an UPDATE of a tenant's object: the templates whose GPU requests changed without
     the decision record mutation writes for them, and, with Kueue, a queue label missing where
     mutation puts it."""
-    changed = changed_views(views, old_views)
+    changed = changed_views(reading.views, old_views)
     if not changed:
         return
     who = f'tenant "{tenant.name}": '
@@ -164,10 +164,9 @@ def undecided_update(
                 f"{who}this update changes the GPU requests of {where}, but they carry no "
                 f"{DECIDED_ANNOTATION} record of them; {retry}",
             )
-    kind = kind_of(obj)
-    if policy.spec.backend != "kueue" or kind is None:
+    if policy.spec.backend != "kueue":
         return
-    for pointer, metadata in kind.queue_label_metadata(obj):
+    for pointer, metadata in reading.queue_label_metadata():
         if not as_map(metadata.get("labels")).get(KUEUE_QUEUE_LABEL):
             where = pointer.lstrip("/").replace("/", ".")
             yield Denial(

@@ -35,6 +35,7 @@ from quotaguard.admission.names import (
     VOLCANO_SCHEDULER,
 )
 from quotaguard.admission.patch import PatchBuilder
+from quotaguard.admission.reading import Reading, reading_of
 from quotaguard.admission.swap import swap_resource, whole_gpus
 from quotaguard.admission.workload import (
     GpuContainer,
@@ -42,10 +43,8 @@ from quotaguard.admission.workload import (
     as_map,
     has_gpus,
     owned_by_workload,
-    template_views,
 )
-from quotaguard.kube.kinds import kind_of
-from quotaguard.kube.podspec import PLAIN_GPU, workload_kind
+from quotaguard.kube.podspec import PLAIN_GPU
 from quotaguard.policy.model import Tenant, TenantPolicy
 
 # What CREATE writes into metadata, by where it writes it.
@@ -66,20 +65,24 @@ def restore(
     old_object: Mapping[str, Any] | None,
     *,
     creator_trusted: bool = False,
+    reading: Reading | None = None,
+    old_reading: Reading | None = None,
 ) -> Decision:
     """The patch that puts CREATE's classes and stamps back into an updated object (none for
     an object the update left as CREATE made it). `old_object` is the stored object; without
-    it (an offline review) a class already next to `nvidia.com/gpu` is the one kept."""
+    it (an offline review) a class already next to `nvidia.com/gpu` is the one kept.
+    `reading`, `old_reading`: the engine's readings of the two."""
     tenant = policy.tenant_of(namespace)
     if tenant is None:
         return ALLOWED
-    views = template_views(obj, policy.gpu_resources)
+    read = reading_of(obj, policy.gpu_resources, reading)
+    views = read.views
     # A pod of a Job keeps what its template had; its spec cannot change anyway.
     if not has_gpus(views) or owned_by_workload(obj, views, creator_trusted=creator_trusted):
         return ALLOWED
     old_views: dict[str, TemplateView] = {}
     if old_object is not None:
-        found = template_views(old_object, policy.gpu_resources, "request.oldObject")
+        found = reading_of(old_object, policy.gpu_resources, old_reading, "request.oldObject").views
         old_views = {_template_key(view): view for view in found}
     patch = PatchBuilder(obj)
     changes: list[str] = []
@@ -90,7 +93,7 @@ def restore(
             _restore_placement(policy, tenant, view, old_view, patch)
             _restore_template_stamps(view, old_view, patch)
     if old_object is not None:
-        _restore_object_stamps(obj, old_object, patch)
+        _restore_object_stamps(read, old_object, patch)
     return _restored(tenant, patch, changes)
 
 
@@ -179,9 +182,10 @@ def _restore_template_stamps(
 
 
 def _restore_object_stamps(
-    obj: Mapping[str, Any], old_object: Mapping[str, Any], patch: PatchBuilder
+    reading: Reading, old_object: Mapping[str, Any], patch: PatchBuilder
 ) -> None:
-    metadata = as_map(obj.get("metadata"))
+    obj, kind = reading.obj, reading.kind
+    metadata = reading.metadata
     old_metadata = as_map(old_object.get("metadata"))
     _restore_keys(
         "/metadata/annotations",
@@ -190,8 +194,7 @@ def _restore_object_stamps(
         _STAMPED_ANNOTATIONS,
         patch,
     )
-    kind = kind_of(obj)
-    places = kind.queue_label_metadata(obj) if kind else []
+    places = reading.queue_label_metadata()
     old_places = dict(kind.queue_label_metadata(old_object)) if kind else {}
     for pointer, where in places:
         _restore_keys(
@@ -201,7 +204,7 @@ def _restore_object_stamps(
             _OBJECT_LABELS,
             patch,
         )
-    if workload_kind(obj) == "VolcanoJob":
+    if reading.kind_id == "VolcanoJob":
         spec, old_spec = as_map(obj.get("spec")), as_map(old_object.get("spec"))
         _restore_keys("/spec", spec, old_spec, ("queue",), patch)
         _restore_scheduler("/spec", spec, old_spec, patch)

@@ -86,7 +86,11 @@ def check_object(obj: Mapping[str, Any], root: str) -> None:
     """Raise `ShapeError` for the first field of the skeleton of an object of a handled kind
     whose type the API server could not have decoded (`root` names the object, e.g.
     `request.object`); other kinds pass unread."""
-    kind = kind_of(obj)
+    check_kind_object(obj, kind_of(obj), root)
+
+
+def check_kind_object(obj: Mapping[str, Any], kind: Kind | None, root: str) -> None:
+    """`check_object` of an object whose kind is known (`kind_of(obj)`)."""
     if kind is None:
         return
     metadata = obj.get("metadata")

@@ -30,6 +30,7 @@ from quotaguard.admission.names import (
     VOLCANO_SCHEDULER,
 )
 from quotaguard.admission.provenance import undecided_update
+from quotaguard.admission.reading import Reading, reading_of
 from quotaguard.admission.ungoverned import ungoverned_denials
 from quotaguard.admission.workload import (
     GpuContainer,
@@ -37,11 +38,9 @@ from quotaguard.admission.workload import (
     as_map,
     has_gpus,
     owned_by_workload,
-    template_views,
 )
 from quotaguard.kube.dra import DraLookup, has_pod_claims
-from quotaguard.kube.kinds import kind_of
-from quotaguard.kube.podspec import PLAIN_GPU, containers, pod_gpus, workload_kind
+from quotaguard.kube.podspec import PLAIN_GPU, containers, pod_gpus
 from quotaguard.kube.quantity import parse_gpu_count
 from quotaguard.policy.model import Tenant, TenantPolicy
 
@@ -57,10 +56,13 @@ def validate(
     old_object: Mapping[str, Any] | None = None,
     creator_trusted: bool = False,
     dra: DraLookup | None = None,
+    reading: Reading | None = None,
+    old_reading: Reading | None = None,
 ) -> Decision:
     """Allowed, or denied with every reason. `creator_trusted`: the request comes from a
     controller whose owner references are believed (see `owners`); `dra` finds the DRA
-    objects its claims name (see `claimrules`).
+    objects its claims name (see `claimrules`); `reading`, `old_reading`: the engine's
+    readings of `obj` and `old_object`.
 
     On UPDATE a changed queue is judged (Kueue lets a suspended Job move queues), and the GPU
     rules run again only when the GPU requests themselves changed (a suspended Job's template
@@ -68,15 +70,21 @@ def validate(
     because the policy changed meanwhile."""
     if operation not in ("CREATE", "UPDATE") or policy.exempt(namespace):
         return ALLOWED
-    views = template_views(obj, policy.gpu_resources)
-    claims = _claims(policy, namespace, views, dra, old_object if operation == "UPDATE" else None)
+    read = reading_of(obj, policy.gpu_resources, reading)
+    views = read.views
+    old = (
+        reading_of(old_object, policy.gpu_resources, old_reading, "request.oldObject")
+        if old_object is not None
+        else None
+    )
+    claims = _claims(policy, namespace, views, dra, old if operation == "UPDATE" else None)
     if not has_gpus(views) and not claims.asks_gpus:
         return ALLOWED
     tenant = policy.tenant_of(namespace)
     # Made from a template judged at its owner: only another tenant's queue is refused here.
     strict = not owned_by_workload(obj, views, creator_trusted=creator_trusted)
     if operation == "UPDATE":
-        judged = _update(policy, tenant, obj, views, namespace, old_object, strict=strict)
+        judged = _update(policy, tenant, read, namespace, old, strict=strict)
         return _decision(tenant, judged + claims.denials(policy, tenant))
     denials: list[Denial] = []
     if tenant is None and policy.spec.unmatched_namespaces == "deny":
@@ -84,10 +92,10 @@ def validate(
     for view in views:
         denials.extend(_gpu_rules(policy, tenant, view))
     denials.extend(claims.denials(policy, tenant))
-    refs = queue_refs(obj, views)
+    refs = queue_refs(read)
     denials.extend(_queue_isolation(policy, tenant, namespace, refs, strict=strict))
     if strict:
-        denials.extend(_schedulers(policy, tenant, scheduler_refs(obj, views)))
+        denials.extend(_schedulers(policy, tenant, scheduler_refs(read)))
     return _decision(tenant, denials)
 
 
@@ -96,46 +104,38 @@ def _claims(
     namespace: str,
     views: list[TemplateView],
     dra: DraLookup | None,
-    old_object: Mapping[str, Any] | None,
+    old: Reading | None,
 ) -> WorkloadClaims:
     """The object's DRA claims; on UPDATE only when they changed."""
     if not any(has_pod_claims(view.spec) for view in views):
         return NO_WORKLOAD_CLAIMS
-    old_views = (
-        template_views(old_object, policy.gpu_resources, "request.oldObject")
-        if old_object is not None
-        else None
-    )
+    old_views = old.views if old is not None else None
     return workload_claims(policy, namespace, views, dra, old_views=old_views)
 
 
 def _update(
     policy: TenantPolicy,
     tenant: Tenant | None,
-    obj: Mapping[str, Any],
-    views: list[TemplateView],
+    reading: Reading,
     namespace: str,
-    old_object: Mapping[str, Any] | None,
+    old: Reading | None,
     *,
     strict: bool,
 ) -> list[Denial]:
     """What an UPDATE changed, judged: GPU requests, queues, schedulers."""
-    refs = queue_refs(obj, views)
-    old_views = (
-        template_views(old_object, policy.gpu_resources, "request.oldObject")
-        if old_object is not None
-        else []
-    )
+    views = reading.views
+    refs = queue_refs(reading)
+    old_views = old.views if old is not None else []
     judged: list[Denial] = []
-    if old_object is None or _gpu_requests(old_views) != _gpu_requests(views):
+    if old is None or _gpu_requests(old_views) != _gpu_requests(views):
         for view in views:
             judged.extend(_gpu_rules(policy, tenant, view))
-        if strict and tenant is not None and old_object is not None:
-            judged.extend(undecided_update(policy, tenant, obj, views, old_views))
-    if old_object is None or queue_refs(old_object, old_views) != refs:
+        if strict and tenant is not None and old is not None:
+            judged.extend(undecided_update(policy, tenant, reading, old_views))
+    if old is None or queue_refs(old) != refs:
         judged.extend(_queue_isolation(policy, tenant, namespace, refs, strict=strict))
-    schedulers = scheduler_refs(obj, views)
-    if strict and (old_object is None or scheduler_refs(old_object, old_views) != schedulers):
+    schedulers = scheduler_refs(reading)
+    if strict and (old is None or scheduler_refs(old) != schedulers):
         judged.extend(_schedulers(policy, tenant, schedulers))
     return judged
 
@@ -410,12 +410,12 @@ def _upper_bound_within(
     return numerator * ceiling.denominator <= ceiling.numerator * denominator
 
 
-def queue_refs(obj: Mapping[str, Any], views: list[TemplateView]) -> list[QueueRef]:
+def queue_refs(reading: Reading) -> list[QueueRef]:
     """Every queue the object names: Kueue labels, Volcano annotations, a Volcano Job's queue."""
     refs: dict[QueueRef, None] = {}
-    kind = kind_of(obj)
-    labelled = [where for _, where in kind.queue_label_metadata(obj)] if kind else []
-    metadatas = [as_map(obj.get("metadata")), *labelled, *(v.template.metadata for v in views)]
+    obj = reading.obj
+    labelled = [where for _, where in reading.queue_label_metadata()]
+    metadatas = [reading.metadata, *labelled, *(v.template.metadata for v in reading.views)]
     for metadata in metadatas:
         label = as_map(metadata.get("labels")).get(KUEUE_QUEUE_LABEL)
         if isinstance(label, str) and label:
@@ -423,7 +423,7 @@ def queue_refs(obj: Mapping[str, Any], views: list[TemplateView]) -> list[QueueR
         annotation = as_map(metadata.get("annotations")).get(VOLCANO_QUEUE_ANNOTATION)
         if isinstance(annotation, str) and annotation:
             refs[(f"annotation {VOLCANO_QUEUE_ANNOTATION}", annotation)] = None
-    if workload_kind(obj) == "VolcanoJob":
+    if reading.kind_id == "VolcanoJob":
         queue = as_map(obj.get("spec")).get("queue")
         if isinstance(queue, str) and queue:
             refs[("spec.queue", queue)] = None
@@ -494,15 +494,16 @@ def _queue_not_allowed(
 SchedulerRef = tuple[str, object]  # (where it is set, schedulerName as written)
 
 
-def scheduler_refs(obj: Mapping[str, Any], views: list[TemplateView]) -> list[SchedulerRef]:
+def scheduler_refs(reading: Reading) -> list[SchedulerRef]:
     """The schedulerName of every pod template that has a pod spec, and a Volcano Job's."""
     refs: list[SchedulerRef] = []
-    for view in views:
+    for view in reading.views:
         if view.template.placeable:
             where = f"{view.name} " if view.name else ""
             refs.append((f"{where}schedulerName", view.spec.get("schedulerName")))
-    if workload_kind(obj) == "VolcanoJob":
-        refs.append(("spec.schedulerName", as_map(obj.get("spec")).get("schedulerName")))
+    if reading.kind_id == "VolcanoJob":
+        spec = as_map(reading.obj.get("spec"))
+        refs.append(("spec.schedulerName", spec.get("schedulerName")))
     return refs
 
 

@@ -20,15 +20,15 @@ from quotaguard.admission.names import (
     TENANT_ANNOTATION,
     VOLCANO_SCHEDULER,
 )
-from quotaguard.admission.shape import check_object, pointer_where, wrong
-from quotaguard.kube.kinds import owned_by_handled_kind
+from quotaguard.admission.shape import check_kind_object, pointer_where, wrong
+from quotaguard.kube.kinds import Kind, kind_of, owned_by_handled_kind
 from quotaguard.kube.names import KAI_SHARE_ANNOTATIONS, MIG_PREFIX
 from quotaguard.kube.podspec import (
     KNOWN_GPU_RESOURCES,
     TRAINER_CONTAINER,
     PodTemplate,
     is_gpu_resource,
-    pod_templates,
+    templates_of_kind,
     ungoverned_gpu_resource,
 )
 from quotaguard.kube.quantity import QuantityError, parse_gpu_count, parse_quantity
@@ -117,8 +117,15 @@ def template_views(
 
     A field the API server could not have decoded raises `ShapeError`, naming it under `root`
     (`request.object` or `request.oldObject`)."""
-    check_object(obj, root)
-    templates = pod_templates(obj)
+    return kind_views(obj, kind_of(obj), gpu_resources, root)
+
+
+def kind_views(
+    obj: Mapping[str, Any], kind: Kind | None, gpu_resources: frozenset[str], root: str
+) -> list[TemplateView]:
+    """`template_views` of an object whose kind is known (`kind_of(obj)`): see `reading`."""
+    check_kind_object(obj, kind, root)
+    templates = templates_of_kind(obj, kind)
     if not templates:
         return []
     object_annotations = as_map(as_map(obj.get("metadata")).get("annotations"))
@@ -336,17 +343,9 @@ def template_key(view: TemplateView) -> str:
     return view.name or view.template.spec_pointer
 
 
-def changed_gpu_templates(
-    gpu_resources: frozenset[str], obj: Mapping[str, Any], old_object: Mapping[str, Any]
-) -> list[TemplateView]:
-    """The templates of `obj` that ask for GPUs other than those of the same template of
-    `old_object` (a template that asked for none, or was not there, included)."""
-    old_views = template_views(old_object, gpu_resources, "request.oldObject")
-    return changed_views(template_views(obj, gpu_resources), old_views)
-
-
 def changed_views(views: list[TemplateView], old_views: list[TemplateView]) -> list[TemplateView]:
-    """`changed_gpu_templates` of two objects' views."""
+    """The templates of an object that ask for GPUs other than those of the same template of
+    the stored object (a template that asked for none, or was not there, included)."""
     old_asks = {template_key(view): gpu_ask(view) for view in old_views}
     return [
         view

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
-from quotaguard.kube.kinds import appwrapper_path, kind_of, parse_path, walk
+from quotaguard.kube.kinds import Kind, appwrapper_path, kind_of, parse_path, walk
 from quotaguard.kube.names import (
     ACCELERATOR_PATTERN,
     GPU_RESOURCE,
@@ -103,7 +103,11 @@ def _sequence(value: object) -> list[Any]:
 
 def pod_templates(obj: Mapping[str, Any]) -> list[PodTemplate]:
     """Every pod spec of an object of a handled kind (empty for anything else)."""
-    kind = kind_of(obj)
+    return templates_of_kind(obj, kind_of(obj))
+
+
+def templates_of_kind(obj: Mapping[str, Any], kind: Kind | None) -> list[PodTemplate]:
+    """`pod_templates` of an object whose kind is known (`kind_of(obj)`)."""
     if kind is None:
         return []
     if kind.id == "Pod":  # the common case, without the walk
