@@ -107,8 +107,27 @@ def mutate(
     tenant = policy.tenant_of(namespace)
     if tenant is None:
         return ALLOWED
-    read = reading_of(obj, policy.gpu_resources, reading)
-    views = read.views
+    return _create(
+        policy,
+        tenant,
+        reading_of(obj, policy.gpu_resources, reading),
+        namespace,
+        dra,
+        creator_trusted=creator_trusted,
+    )
+
+
+def _create(
+    policy: TenantPolicy,
+    tenant: Tenant,
+    read: Reading,
+    namespace: str,
+    dra: DraLookup | None,
+    *,
+    creator_trusted: bool,
+) -> Decision:
+    """A tenant's object on CREATE: rewritten, placed, queued and stamped."""
+    obj, views = read.obj, read.views
     claims = workload_claims(policy, namespace, views, dra)
     # A pod of a Job was made from a template this webhook already rewrote. GPUs no quota
     # counts are not rewritten halfway: validation refuses them.
@@ -127,7 +146,11 @@ def mutate(
         if _gpu_template(view, claims):
             _stamp_template(view, tenant, changes, state, single_template=single_template)
     _queue(policy, tenant, read, state)
-    _provenance("/metadata", as_map(obj.get("metadata")), tenant, state.changes, state)
+    _provenance("/metadata", read.metadata, tenant, state.changes, state)
+    return _decided(tenant, state)
+
+
+def _decided(tenant: Tenant, state: _Mutation) -> Decision:
     audit = {"tenant": tenant.name}
     if state.changes:
         audit["rewritten"] = "; ".join(state.changes)

@@ -180,25 +180,38 @@ def _template(policy: TenantPolicy, tenant: Tenant | None, view: TemplateView) -
             hint_denied = True
             yield hint_denial
     for container in view.gpu_containers:
-        yield from _values(tenant, container)
-        resources = container.resources
-        if len(resources) > 1:
-            yield Denial(
-                "two-classes",
-                f"{_who(tenant)}{container.title} asks for {len(resources)} GPU classes "
-                f"({', '.join(resources)}); one container gets one GPU class: keep one of them "
-                "or split the work into two containers",
-            )
-        for resource in resources:
-            if tenant is not None and not (hint_denied and resource == PLAIN_GPU):
-                denial = _class_allowed(policy, tenant, view, container, resource)
-                if denial is not None:
-                    yield denial
-            yield from _shared_units(policy, tenant, view, container, resource)
+        yield from _container_rules(policy, tenant, view, container, hint_denied=hint_denied)
     if tenant is not None and tenant.max_gpus_per_pod is not None and view.gpu_containers:
         denial = _max_per_pod(policy, tenant, view, tenant.max_gpus_per_pod)
         if denial is not None:
             yield denial
+
+
+def _container_rules(
+    policy: TenantPolicy,
+    tenant: Tenant | None,
+    view: TemplateView,
+    container: GpuContainer,
+    *,
+    hint_denied: bool,
+) -> Iterator[Denial]:
+    """The rules of one GPU container: whole values, one class, an allowed class, shared units
+    (the plain GPU's class is not judged again when the template's class hint was denied)."""
+    yield from _values(tenant, container)
+    resources = container.resources
+    if len(resources) > 1:
+        yield Denial(
+            "two-classes",
+            f"{_who(tenant)}{container.title} asks for {len(resources)} GPU classes "
+            f"({', '.join(resources)}); one container gets one GPU class: keep one of them "
+            "or split the work into two containers",
+        )
+    for resource in resources:
+        if tenant is not None and not (hint_denied and resource == PLAIN_GPU):
+            denial = _class_allowed(policy, tenant, view, container, resource)
+            if denial is not None:
+                yield denial
+        yield from _shared_units(policy, tenant, view, container, resource)
 
 
 def _values(tenant: Tenant | None, container: GpuContainer) -> Iterator[Denial]:
