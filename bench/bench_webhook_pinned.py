@@ -34,7 +34,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.bench_webhook_vs_bare import check_answers, free_port, server
-from bench.machine import load_average, machine, write_result
+from bench.machine import cpu_seconds_of, load_average, machine, write_result
 from bench.realistic_pod import POLICY_FILE, mutate_and_validate_bodies
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -98,8 +98,10 @@ def start(
     return servers, cafile
 
 
-def turn(url: str, body_file: Path, seconds: float) -> dict[str, Any]:
-    """One closed-loop wrk turn from CLIENT_CORE."""
+def turn(url: str, body_file: Path, seconds: float, pid: int) -> dict[str, Any]:
+    """One closed-loop wrk turn from CLIENT_CORE; the server's CPU time is read around it (CPU
+    microseconds a request, which other work on the machine inflates less than wall time)."""
+    cpu_before = cpu_seconds_of(pid)
     output = subprocess.run(
         ["taskset", "-c", CLIENT_CORE, "wrk", "-t1", "-c16", f"-d{seconds:g}s",
          "-s", str(BENCH / "wrk_post.lua"), url],
@@ -108,8 +110,10 @@ def turn(url: str, body_file: Path, seconds: float) -> dict[str, Any]:
     ).stdout  # fmt: skip
     line = next(line for line in output.splitlines() if line.startswith("WRK_JSON "))
     raw = json.loads(line.removeprefix("WRK_JSON "))
+    cpu = cpu_seconds_of(pid) - cpu_before
     return {
         "rate": raw["requests"] / (raw["duration_us"] / 1e6),
+        "cpu_us": cpu / raw["requests"] * 1e6 if raw["requests"] else 0.0,
         "p99_ms": raw["p99_us"] / 1e3,
         "p50_ms": raw["p50_us"] / 1e3,
         "errors": raw["non_2xx"] + raw["socket_errors"],
@@ -125,7 +129,7 @@ def summarize(turns: dict[str, dict[str, list[dict[str, Any]]]]) -> dict[str, An
         for name, runs in by_server.items():
             rows[name] = {
                 key: statistics.median(run[key] for run in runs)
-                for key in ("rate", "p50_ms", "p99_ms")
+                for key in ("rate", "p50_ms", "p99_ms", "cpu_us")
             }
         bare = rows["bare+json"]["rate"]
         for name in rows:
@@ -159,12 +163,13 @@ def main() -> int:
         }
         for _ in range(args.rounds):
             for path in PATHS:
-                for name, (base, _) in servers.items():
-                    result = turn(f"{base}/{path}", bodies[path], args.seconds)
+                for name, (base, pid) in servers.items():
+                    result = turn(f"{base}/{path}", bodies[path], args.seconds, pid)
                     turns[path][name].append(result)
                     print(
                         f"  /{path:8s} {name:10s} {result['rate']:7,.0f} req/s "
-                        f"p99 {result['p99_ms']:5.2f} ms  load {result['load_average']:.1f}",
+                        f"p99 {result['p99_ms']:5.2f} ms  {result['cpu_us']:4.0f} CPU us/req  "
+                        f"load {result['load_average']:.1f}",
                         flush=True,
                     )
     summary = summarize(turns)
@@ -180,7 +185,8 @@ def main() -> int:
         for name, row in summary[path]["median"].items():
             print(
                 f"  /{path:8s} {name:10s} {row['rate']:7,.0f} req/s  p50 {row['p50_ms']:5.2f} ms"
-                f"  p99 {row['p99_ms']:5.2f} ms  {row['ratio_to_bare+json']:.2f}x bare+json"
+                f"  p99 {row['p99_ms']:5.2f} ms  {row['cpu_us']:4.0f} CPU us/req"
+                f"  {row['ratio_to_bare+json']:.2f}x bare+json"
             )
         ok &= summary[path]["median"]["after"]["ratio_to_bare+json"] >= RATIO_TARGET
     for line in errors:
