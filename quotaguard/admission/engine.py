@@ -7,7 +7,7 @@ simulator. A malformed review raises `BadReview` (HTTP 400); a bad object is a d
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 import jsonpatch
 
@@ -64,13 +64,12 @@ def decide(
         return ALLOWED
     namespace = request_namespace(request)
     operation = request.get("operation", "CREATE")
-    unreadable = unreadable_runtime(policy, given, namespace, operation, runtimes)
-    if unreadable is not None:
-        return unreadable
-    obj = with_runtime(given, namespace, runtimes)
-    old = request.get("oldObject")
     # The object and the stored one, each read once for every step below.
-    reading = Reading(obj, policy.gpu_resources)
+    reading = _with_runtime(policy, given, namespace, operation, runtimes)
+    if isinstance(reading, Decision):
+        return reading
+    obj = cast(dict[str, Any], reading.obj)
+    old = request.get("oldObject")
     old_reading = (
         Reading(old, policy.gpu_resources, "request.oldObject") if isinstance(old, dict) else None
     )
@@ -118,6 +117,25 @@ def decide(
         reading=reading,
         old_reading=old_reading,
     )
+
+
+def _with_runtime(
+    policy: TenantPolicy,
+    given: dict[str, Any],
+    namespace: str,
+    operation: str,
+    runtimes: TrainingRuntimes | None,
+) -> Reading | Decision:
+    """The reading of the object; a TrainJob's with its runtime's trainer resources, or the
+    denial when that runtime cannot be read."""
+    reading = Reading(given, policy.gpu_resources)
+    if runtimes is None or reading.kind_id != "TrainJob":
+        return reading
+    unreadable = unreadable_runtime(policy, given, namespace, operation, runtimes)
+    if unreadable is not None:
+        return unreadable
+    obj = with_runtime(given, namespace, runtimes)
+    return reading if obj is given else Reading(obj, policy.gpu_resources)
 
 
 def review_offline(

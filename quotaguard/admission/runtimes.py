@@ -17,7 +17,6 @@ from typing import Any
 import jsonpatch
 
 from quotaguard.admission.decision import Decision, Denial, PatchOp, deny
-from quotaguard.kube.podspec import workload_kind
 from quotaguard.kube.trainingruntime import (
     TrainingRuntimes,
     runtime_ref,
@@ -31,10 +30,11 @@ def unreadable_runtime(
     obj: Mapping[str, Any],
     namespace: str,
     operation: str,
-    runtimes: TrainingRuntimes | None,
+    runtimes: TrainingRuntimes,
 ) -> Decision | None:
-    """A denial for a TrainJob created in a tenant's namespace whose runtime cannot be read."""
-    if runtimes is None or operation != "CREATE" or workload_kind(obj) != "TrainJob":
+    """A denial for a TrainJob (`obj`, as the engine's reading found it) created in a tenant's
+    namespace whose runtime cannot be read."""
+    if operation != "CREATE":
         return None
     tenant = policy.tenant_of(namespace)
     if tenant is None or policy.exempt(namespace):
@@ -59,13 +59,9 @@ def unreadable_runtime(
     )
 
 
-def with_runtime(
-    obj: dict[str, Any], namespace: str, runtimes: TrainingRuntimes | None
-) -> dict[str, Any]:
-    """The object as its pods will ask: a TrainJob with its runtime's trainer resources, any
-    other object as it is."""
-    if runtimes is None or workload_kind(obj) != "TrainJob":
-        return obj
+def with_runtime(obj: dict[str, Any], namespace: str, runtimes: TrainingRuntimes) -> dict[str, Any]:
+    """A TrainJob (`obj`) as its pods will ask: with its runtime's trainer resources when
+    they can be read, else as it is."""
     key = runtime_ref(obj, namespace)
     runtime = runtimes.lookup(key) if key is not None else None
     if runtime is None:

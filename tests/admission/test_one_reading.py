@@ -20,6 +20,7 @@ import pytest
 from quotaguard.admission import engine
 from quotaguard.admission.reviews import make_review
 from quotaguard.kube.kinds import KINDS
+from quotaguard.kube.trainingruntime import runtimes_of
 from quotaguard.policy.model import TenantPolicy
 
 from .builders import applied, gpu, of_kind, pod, template
@@ -68,8 +69,9 @@ def counted() -> Iterator[Calls]:
 
 
 def decide(policy: TenantPolicy, body: Any, path: Any) -> Calls:
+    """Calls of one review, with a TrainJob runtime snapshot as the live webhook has one."""
     with counted() as calls:
-        engine.review(policy, body, operation_path=path)
+        engine.review(policy, body, operation_path=path, runtimes=runtimes_of([]))
     return calls
 
 
