@@ -13,7 +13,9 @@ AdmissionReview of a realistic GPU Pod (bench/realistic_pod.py) to /mutate, and 
 to /validate. Turns are interleaved (bare, after, before, bare, ...) and each figure is the
 median of `--rounds` turns, since other work on the machine disturbs single turns.
 
-Target: after >= 1.0x bare in req/s on both paths. The latest results go to
+Target: after >= 1.0x bare in req/s on both paths, by wall clock and by the server's CPU
+microseconds a request (on a busy machine other processes take turns on core 0 and wall-clock
+turns swing 3x; CPU per request is the steadier of the two). The latest results go to
 bench/results/webhook_pinned.json.
 """
 
@@ -131,9 +133,12 @@ def summarize(turns: dict[str, dict[str, list[dict[str, Any]]]]) -> dict[str, An
                 key: statistics.median(run[key] for run in runs)
                 for key in ("rate", "p50_ms", "p99_ms", "cpu_us")
             }
-        bare = rows["bare+json"]["rate"]
+        bare, bare_cpu = rows["bare+json"]["rate"], rows["bare+json"]["cpu_us"]
         for name in rows:
             rows[name]["ratio_to_bare+json"] = rows[name]["rate"] / bare
+            # Requests one core serves in a CPU second, relative: what wall time would show on
+            # a quiet machine, where the core is the server's alone.
+            rows[name]["cpu_ratio_to_bare+json"] = bare_cpu / rows[name]["cpu_us"]
         summary[path] = {"median": rows, "turns": by_server}
     return summary
 
@@ -186,12 +191,15 @@ def main() -> int:
             print(
                 f"  /{path:8s} {name:10s} {row['rate']:7,.0f} req/s  p50 {row['p50_ms']:5.2f} ms"
                 f"  p99 {row['p99_ms']:5.2f} ms  {row['cpu_us']:4.0f} CPU us/req"
-                f"  {row['ratio_to_bare+json']:.2f}x bare+json"
+                f"  {row['ratio_to_bare+json']:.2f}x bare+json wall,"
+                f" {row['cpu_ratio_to_bare+json']:.2f}x by CPU"
             )
-        ok &= summary[path]["median"]["after"]["ratio_to_bare+json"] >= RATIO_TARGET
+        after = summary[path]["median"]["after"]
+        ok &= min(after["ratio_to_bare+json"], after["cpu_ratio_to_bare+json"]) >= RATIO_TARGET
     for line in errors:
         print(f"  NOT 200: {line}")
-    print(f"target: after >= {RATIO_TARGET:.1f}x bare+json req/s: {'ok' if ok else 'MISSED'}")
+    verdict = "ok" if ok else "MISSED"
+    print(f"target: after >= {RATIO_TARGET:.1f}x bare+json, wall and by CPU: {verdict}")
     summary["seconds_per_turn"] = args.seconds
     summary["before"] = args.before
     summary["body_bytes"] = {"mutate": len(mutate_body), "validate": len(validate_body)}
