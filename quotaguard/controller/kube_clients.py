@@ -11,9 +11,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from quotaguard.kube import client as kubeclient
+from quotaguard.kube.dra import RESOURCE_GROUP as DRA_GROUP
 from quotaguard.kube.names import KUEUE_GROUP, KUEUE_VERSIONS, VOLCANO_GROUP, VOLCANO_VERSION
 
+DRA_VERSION = "v1"  # resource.k8s.io, GA since Kubernetes 1.34
+
 __all__ = [
+    "DRA_GROUP",
+    "DRA_VERSION",
     "KUEUE_GROUP",
     "VOLCANO_GROUP",
     "VOLCANO_VERSION",
@@ -53,6 +58,7 @@ class ServedGroups:
 
     kueue: str | None  # "v1beta2", "v1beta1" or None
     volcano: bool
+    dra: bool = False  # resource.k8s.io/v1 (ResourceSlices, DeviceClasses, claims)
 
 
 def served_groups(group_list: dict[str, Any]) -> ServedGroups:
@@ -65,7 +71,11 @@ def served_groups(group_list: dict[str, Any]) -> ServedGroups:
                 str(v.get("version")) for v in group.get("versions") or () if isinstance(v, dict)
             }
     kueue = next((v for v in KUEUE_VERSIONS if v in versions.get(KUEUE_GROUP, set())), None)
-    return ServedGroups(kueue=kueue, volcano=VOLCANO_VERSION in versions.get(VOLCANO_GROUP, set()))
+    return ServedGroups(
+        kueue=kueue,
+        volcano=VOLCANO_VERSION in versions.get(VOLCANO_GROUP, set()),
+        dra=DRA_VERSION in versions.get(DRA_GROUP, set()),
+    )
 
 
 def discover(clients: KubeClients, *, timeout: float = 10.0) -> ServedGroups:

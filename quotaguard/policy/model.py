@@ -511,8 +511,10 @@ class TenantPolicy(_Strict):
 
     @cached_property
     def gpu_resources(self) -> frozenset[str]:
-        """Every resource name that counts as a GPU: the classes' and the plain one."""
-        return frozenset(self.classes_by_resource) | {GPU_RESOURCE}
+        """Every resource name that counts as a GPU: the classes' (those pods ask for and those
+        queues count DRA devices under) and the plain one."""
+        queued = {gpu_class.resource for gpu_class in self.spec.gpu_classes}
+        return frozenset(self.classes_by_resource) | queued | {GPU_RESOURCE}
 
     @cached_property
     def tenants_by_name(self) -> dict[str, Tenant]:
