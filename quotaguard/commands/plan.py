@@ -25,6 +25,12 @@ if TYPE_CHECKING:
 
 KUEUE = (KUEUE_GROUP, KUEUE_VERSIONS, ("clusterqueues", "workloads"))
 VOLCANO = (VOLCANO_GROUP, (VOLCANO_VERSION,), ("queues", "podgroups"))
+DRA_KINDS = {
+    "resourceslices": "ResourceSlice",
+    "deviceclasses": "DeviceClass",
+    "resourceclaims": "ResourceClaim",
+    "resourceclaimtemplates": "ResourceClaimTemplate",
+}
 
 
 def register(verbs: Any) -> None:
@@ -68,6 +74,15 @@ def register(verbs: Any) -> None:
         help="where the GPU operator's ConfigMap default-mig-parted-config is (read from the "
         "cluster or found in the snapshot) when the policy's geometry pools name configs it "
         "does not define (default gpu-operator)",
+    )
+    parser.add_argument(
+        "--kueue-namespace",
+        default="kueue-system",
+        metavar="NS",
+        help="where Kueue's ConfigMap kueue-manager-config is (read from the cluster or found in "
+        "the snapshot): GPU classes only DRA claims reach are planned under the resource names "
+        "of its deviceClassMappings, unless the policy declares dra.kueueResource (default "
+        "kueue-system)",
     )
     telemetry = parser.add_mutually_exclusive_group()
     telemetry.add_argument(
@@ -135,8 +150,9 @@ def _get_json(api: Any, path: str) -> Any:
     return json.loads(data)
 
 
-def _list_cluster(api: Any, backend: str) -> list[Any]:
-    """Every object the planner reads, listed once each, as plain dicts."""
+def _list_cluster(api: Any, backend: str, dra: bool = False) -> list[Any]:
+    """Every object the planner reads, listed once each, as plain dicts (with `dra`, the
+    ResourceSlices, DeviceClasses, claims and templates too, when served)."""
     items: list[Any] = []
 
     def add(document: Any, kind: str, api_version: str) -> None:
@@ -165,7 +181,41 @@ def _list_cluster(api: Any, backend: str) -> list[Any]:
             break
         else:
             print(f"warning: {group} {plural} are not served by the cluster", file=sys.stderr)
+    for plural, kind in DRA_KINDS.items() if dra else ():
+        try:
+            add(_get_json(api, f"/apis/resource.k8s.io/v1/{plural}"), kind, "resource.k8s.io/v1")
+        except _NotServed:
+            print(f"warning: resource.k8s.io/v1 {plural} are not served", file=sys.stderr)
     return items
+
+
+def _with_kueue_mappings(args: argparse.Namespace, policy: Any, api: Any, snapshot: Any) -> Any:
+    """The policy with the resources Kueue counts its DRA-only classes under, from Kueue's
+    Configuration as the controller reads it; without it, the policy as declared (said)."""
+    from quotaguard.kube.names import KUEUE_CONFIG_KEY, KUEUE_CONFIGMAP
+    from quotaguard.policy.kueue_dra import device_class_mappings, with_kueue_resources
+
+    if policy.spec.backend != "kueue" or not policy.dra_classes:
+        return policy
+    namespace = args.kueue_namespace
+    where = f"ConfigMap {namespace}/{KUEUE_CONFIGMAP}"
+    text: object = None
+    if api is None:
+        text, where = snapshot.kueue_configs.get(namespace), f"{where} in the snapshot"
+    else:
+        try:
+            found = _get_json(api, f"/api/v1/namespaces/{namespace}/configmaps/{KUEUE_CONFIGMAP}")
+            text = ((found or {}).get("data") or {}).get(KUEUE_CONFIG_KEY)
+        except Exception as exc:  # the client's many failure types all mean "cannot read"
+            where = f"{where} ({str(exc).splitlines()[0]})"
+    if not isinstance(text, str):
+        print(f"warning: no {where}: DRA classes are planned as declared", file=sys.stderr)
+        return policy
+    mappings, unread = device_class_mappings(text)
+    merged, disagreements = with_kueue_resources(policy, mappings)
+    for problem in unread + disagreements:
+        print(f"{where}: warning: {problem}", file=sys.stderr)
+    return merged
 
 
 def _gpu_facts(args: argparse.Namespace, policy: Any, snapshot: Any) -> Any:
@@ -275,7 +325,7 @@ def run(args: argparse.Namespace) -> int:
 
             # One retry, then say so: a person is waiting.
             api = api_client(args.kubeconfig, context=args.context, retries=1)
-            items = _list_cluster(api, policy.spec.backend)
+            items = _list_cluster(api, policy.spec.backend, dra=bool(policy.dra_classes))
             snapshot = parse_objects(items, gpu_resources=policy.gpu_resources)
     except SnapshotError as exc:
         print(exc, file=sys.stderr)
@@ -286,6 +336,15 @@ def run(args: argparse.Namespace) -> int:
     for problem in snapshot.problems:
         print(f"{source}: warning: {problem}", file=sys.stderr)
     policy = _with_operator_configs(args, policy, api, snapshot)
+    mapped = _with_kueue_mappings(args, policy, api, snapshot)
+    if mapped.gpu_resources != policy.gpu_resources and args.snapshot != "-":
+        # queues and Workloads count the mapped names: read again with them as GPUs
+        snapshot = (
+            load_snapshot(args.snapshot, gpu_resources=mapped.gpu_resources)
+            if args.snapshot
+            else parse_objects(items, gpu_resources=mapped.gpu_resources)
+        )
+    policy = mapped
     facts = _gpu_facts(args, policy, snapshot)
     # One snapshot is one cycle from nothing: weights follow the usage seen in it.
     cycle = plan_cycle(policy, seen_in_snapshot(policy, snapshot, facts), time.time())

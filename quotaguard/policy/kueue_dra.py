@@ -20,12 +20,18 @@ from typing import Any
 
 import yaml
 
+from quotaguard.kube.names import DEFAULT_KUEUE_NAMESPACE, KUEUE_CONFIG_KEY, KUEUE_CONFIGMAP
 from quotaguard.policy.model import GpuClass, TenantPolicy
 from quotaguard.policy.problems import Problem
 
-KUEUE_CONFIGMAP = "kueue-manager-config"
-KUEUE_CONFIG_KEY = "controller_manager_config.yaml"
-DEFAULT_KUEUE_NAMESPACE = "kueue-system"
+__all__ = [
+    "DEFAULT_KUEUE_NAMESPACE",
+    "KUEUE_CONFIGMAP",
+    "KUEUE_CONFIG_KEY",
+    "check_kueue_resources",
+    "device_class_mappings",
+    "with_kueue_resources",
+]
 
 
 def device_class_mappings(text: str) -> tuple[dict[str, str], list[str]]:
