@@ -261,3 +261,33 @@ def test_trimmed_workloads_keep_their_claims_and_claims_only_what_they_hold() ->
             "allocation": {"devices": {"results": [{"driver": "d", "pool": "p", "device": "g0"}]}}
         },
     }
+
+
+def test_volcano_queues_count_dra_devices_as_deviceclass_keys() -> None:
+    server = dra_server(kueue_config=True)
+    server.groups = {"scheduling.volcano.sh": ["v1beta1"], "resource.k8s.io": ["v1"]}
+    path = "scheduling.volcano.sh/v1beta1/queues"
+    for name in ("training", "research"):
+        server.put(
+            path,
+            {
+                "apiVersion": "scheduling.volcano.sh/v1beta1",
+                "kind": "Queue",
+                "metadata": {"name": name},
+                "spec": {"weight": 1, "capability": {"cpu": "64"}},
+            },
+        )
+    text = POLICY_TEXT.replace("backend: kueue", "backend: volcano").replace(
+        "quota: {h100: {guaranteed: 0, max: 8}}}\n    - {name: research",
+        "quota: {h100: {guaranteed: 3, max: 8}}}\n    - {name: research",
+    )
+    settings = ControllerSettings(
+        leader_election=False,
+        watch_settings=lambda: WatchSettings(backoff=Backoff(base=0.001, cap=0.005)),
+    )
+    controller = Controller(load_policy_text(text, "volcano.yaml"), fake_clients(server), settings)
+    run_to_target(controller)
+    training = server.get(path, "training")["spec"]
+    # Kueue's mappings are not read for Volcano: its key for a DeviceClass's devices
+    assert training["capability"] == {"cpu": "64", "deviceclass/gpu.nvidia.com": "8"}
+    assert training["guarantee"]["resource"] == {"deviceclass/gpu.nvidia.com": "3"}
