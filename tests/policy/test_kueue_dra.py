@@ -132,3 +132,25 @@ def test_any_configuration_text_is_read_or_said(text: str) -> None:
     mappings, unread = device_class_mappings(text)
     assert all(isinstance(k, str) and isinstance(v, str) for k, v in mappings.items())
     assert all(isinstance(problem, str) for problem in unread)
+
+
+@given(
+    st.dictionaries(
+        st.sampled_from(["gpu.nvidia.com", "mig.nvidia.com", "other.example.com"]),
+        st.sampled_from(["example.com/gpu", "nvidia.com/gpu", "whole-gpus"]),
+    )
+)
+def test_kueues_mappings_only_ever_name_claim_only_classes(mappings: dict[str, str]) -> None:
+    policy = load_policy_text(POLICY)
+    merged, said = with_kueue_resources(policy, mappings)
+    before = {c.name: c for c in policy.spec.gpu_classes}
+    assert [c.name for c in merged.spec.gpu_classes] == list(before)
+    for gpu_class in merged.spec.gpu_classes:
+        old = before[gpu_class.name]
+        if old.resource_name is not None or old.dra is None:
+            assert gpu_class.resource == old.resource  # an extended resource never moves
+        else:
+            expected = mappings.get(old.dra.device_class_name, old.resource)
+            assert gpu_class.resource == expected
+        assert gpu_class.resource in merged.gpu_resources
+    assert all(isinstance(problem, str) for problem in said)
