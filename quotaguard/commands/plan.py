@@ -10,10 +10,12 @@ distributable capacity, so they were scaled down; the plan is still printed); 2 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import functools
 import json
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, cast
 
 from quotaguard.commands.common import dump, positive_seconds, read_policy, stdin_twice
@@ -305,20 +307,20 @@ def _with_operator_configs(args: argparse.Namespace, policy: Any, api: Any, snap
     return merged
 
 
-def run(args: argparse.Namespace) -> int:
-    from quotaguard.planning.cycle import plan_cycle, seen_in_snapshot
-    from quotaguard.quota.cluster import SnapshotError, load_snapshot, parse_objects
-    from quotaguard.quota.showback_report import snapshot_showback
+Reread = Callable[..., Any]  # the snapshot parsed again: reread(gpu_resources=...)
 
-    if (stdin := stdin_twice(args, ("policy", "snapshot", "gpu_metrics"))) is not None:
-        return stdin
-    policy = read_policy(args.policy)
-    if isinstance(policy, int):
-        return policy
+
+def _read_cluster(args: argparse.Namespace, policy: Any) -> tuple[Any, Any, Reread] | int:
+    """The snapshot (of the file, or of the cluster listed once), the API client (None for a
+    file) and how to parse it again; the exit code when it cannot be read."""
+    from quotaguard.quota.cluster import SnapshotError, load_snapshot, parse_objects
+
     source = args.snapshot or args.kubeconfig or "the cluster"
     api: Any = None
+    reread: Reread
     try:
         if args.snapshot:
+            reread = functools.partial(load_snapshot, args.snapshot)
             snapshot = load_snapshot(args.snapshot, gpu_resources=policy.gpu_resources)
         else:
             from quotaguard.kube.client import api_client
@@ -326,6 +328,7 @@ def run(args: argparse.Namespace) -> int:
             # One retry, then say so: a person is waiting.
             api = api_client(args.kubeconfig, context=args.context, retries=1)
             items = _list_cluster(api, policy.spec.backend, dra=bool(policy.dra_classes))
+            reread = functools.partial(parse_objects, items)
             snapshot = parse_objects(items, gpu_resources=policy.gpu_resources)
     except SnapshotError as exc:
         print(exc, file=sys.stderr)
@@ -335,16 +338,38 @@ def run(args: argparse.Namespace) -> int:
         return 2
     for problem in snapshot.problems:
         print(f"{source}: warning: {problem}", file=sys.stderr)
-    policy = _with_operator_configs(args, policy, api, snapshot)
+    return snapshot, api, reread
+
+
+def _with_mapped_resources(
+    args: argparse.Namespace, policy: Any, api: Any, snapshot: Any, reread: Reread
+) -> tuple[Any, Any]:
+    """The policy with Kueue's names for its DRA classes, and the snapshot read with them as
+    GPUs (Kueue counts admitted Workloads under them); stdin cannot be read twice."""
+    from quotaguard.quota.cluster import SnapshotError
+
     mapped = _with_kueue_mappings(args, policy, api, snapshot)
     if mapped.gpu_resources != policy.gpu_resources and args.snapshot != "-":
-        # queues and Workloads count the mapped names: read again with them as GPUs
-        snapshot = (
-            load_snapshot(args.snapshot, gpu_resources=mapped.gpu_resources)
-            if args.snapshot
-            else parse_objects(items, gpu_resources=mapped.gpu_resources)
-        )
-    policy = mapped
+        with contextlib.suppress(SnapshotError):  # changed meanwhile: the first reading
+            snapshot = reread(gpu_resources=mapped.gpu_resources)
+    return mapped, snapshot
+
+
+def run(args: argparse.Namespace) -> int:
+    from quotaguard.planning.cycle import plan_cycle, seen_in_snapshot
+    from quotaguard.quota.showback_report import snapshot_showback
+
+    if (stdin := stdin_twice(args, ("policy", "snapshot", "gpu_metrics"))) is not None:
+        return stdin
+    policy = read_policy(args.policy)
+    if isinstance(policy, int):
+        return policy
+    read = _read_cluster(args, policy)
+    if isinstance(read, int):
+        return read
+    snapshot, api, reread = read
+    policy = _with_operator_configs(args, policy, api, snapshot)
+    policy, snapshot = _with_mapped_resources(args, policy, api, snapshot, reread)
     facts = _gpu_facts(args, policy, snapshot)
     # One snapshot is one cycle from nothing: weights follow the usage seen in it.
     cycle = plan_cycle(policy, seen_in_snapshot(policy, snapshot, facts), time.time())
