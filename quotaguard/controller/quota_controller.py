@@ -231,6 +231,7 @@ class Controller:
             kueue=served.kueue or before.kueue,
             volcano=served.volcano or before.volcano,
             dra=served.dra or before.dra,
+            device_taint_rules=served.device_taint_rules or before.device_taint_rules,
         )
 
     def _sync_watches(self, policy: TenantPolicy, served: ServedGroups) -> None:

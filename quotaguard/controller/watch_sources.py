@@ -10,6 +10,8 @@ from quotaguard.controller.kube_clients import (
     DRA_GROUP,
     DRA_VERSION,
     KUEUE_GROUP,
+    TAINT_RULES,
+    TAINT_RULES_VERSION,
     VOLCANO_GROUP,
     VOLCANO_VERSION,
     KubeClients,
@@ -75,7 +77,7 @@ def wanted_sources(
         ),
     }
     if policy.dra_classes and served.dra:
-        sources |= _dra_sources(clients)
+        sources |= _dra_sources(clients, taint_rules=served.device_taint_rules)
     backend = policy.spec.backend
     if backend == "kueue" and served.kueue:
         api_version = f"{KUEUE_GROUP}/{served.kueue}"
@@ -116,9 +118,9 @@ def wanted_sources(
     return sources
 
 
-def _dra_sources(clients: KubeClients) -> dict[str, Source]:
+def _dra_sources(clients: KubeClients, *, taint_rules: bool) -> dict[str, Source]:
     api_version = f"{DRA_GROUP}/{DRA_VERSION}"
-    return {
+    sources = {
         plural: Source(
             ResourceKind(
                 plural,
@@ -129,3 +131,14 @@ def _dra_sources(clients: KubeClients) -> dict[str, Source]:
         )
         for plural, kind in DRA_RESOURCES.items()
     }
+    if taint_rules:
+        rules_version = f"{DRA_GROUP}/{TAINT_RULES_VERSION}"
+        sources[TAINT_RULES] = Source(
+            ResourceKind(
+                TAINT_RULES,
+                _custom(clients, DRA_GROUP, TAINT_RULES_VERSION, TAINT_RULES),
+                dra_trimmer(rules_version, "DeviceTaintRule"),
+            ),
+            rules_version,
+        )
+    return sources

@@ -291,3 +291,29 @@ def test_volcano_queues_count_dra_devices_as_deviceclass_keys() -> None:
     # Kueue's mappings are not read for Volcano: its key for a DeviceClass's devices
     assert training["capability"] == {"cpu": "64", "deviceclass/gpu.nvidia.com": "8"}
     assert training["guarantee"]["resource"] == {"deviceclass/gpu.nvidia.com": "3"}
+
+
+def test_device_taint_rules_are_watched_only_where_served() -> None:
+    server = dra_server()
+    server.groups["resource.k8s.io"] = ["v1", "v1beta2"]  # the version, without the resource
+    assert "devicetaintrules" not in run_to_target(make(server), intervals=1)
+    server.resources["resource.k8s.io/v1beta2"] = ["devicetaintrules"]
+    server.put(
+        "resource.k8s.io/v1beta2/devicetaintrules",
+        {
+            "apiVersion": "resource.k8s.io/v1beta2",
+            "kind": "DeviceTaintRule",
+            "metadata": {"name": "xid-79"},
+            "spec": {
+                "deviceSelector": {"pool": "gpu-1", "device": "gpu-7"},
+                "taint": {"key": "gpu.nvidia.com/xid", "effect": "NoExecute"},
+            },
+        },
+    )
+    controller = make(server)
+    assert "devicetaintrules" in run_to_target(controller, intervals=1)
+    report = controller.status.last_report
+    assert report is not None
+    (row,) = [r for r in report["classes"] if r["name"] == "h100"]
+    assert row["capacity"] == 7
+    assert [f["gpu"] for f in row["faultyGpus"]] == ["gpu-1/gpu-7"]

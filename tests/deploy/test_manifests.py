@@ -890,6 +890,7 @@ def test_kueue_config_turns_kueues_dra_on_and_lets_the_controller_read_its_mappi
             "deviceclasses",
             "resourceclaims",
             "resourceclaimtemplates",
+            "devicetaintrules",
         )
         for verb in ("list", "watch")
     }
