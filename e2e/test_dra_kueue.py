@@ -189,7 +189,14 @@ def dra_kueue(
         pytest.skip("Kueue controller not built (optional e2e.build step)")
     if toolchain.kueue_webhook_dir is None or not toolchain.kueue_webhook_dir.exists():
         pytest.skip("Kueue's webhook manifests not copied (optional e2e.build step)")
-    cluster = make_module_cluster(controllers=False)
+    # DeviceTaintRules: beta in 1.36, their API version and feature gate off by default
+    cluster = make_module_cluster(
+        controllers=False,
+        apiserver_args=[
+            "--runtime-config=resource.k8s.io/v1beta2=true",
+            "--feature-gates=DRADeviceTaintRules=true",
+        ],
+    )
     cluster.add_nodes(gpu_node(NODE, {}))
     cluster.apply(draslices.device_classes())
     cluster.apply(draslices.whole_gpus(NODE, 8))
@@ -346,3 +353,24 @@ def test_a_tainted_device_leaves_the_capacity(dra_kueue: DraKueue) -> None:
         assert len(h100["faultyGpus"]) == 6
         assert {row["gpu"] for row in h100["faultyGpus"]} == {f"{NODE}/gpu-{i}" for i in range(6)}
         assert "NoExecute" in h100["faultyGpus"][0]["reason"]
+
+        # a DeviceTaintRule on one more device, as an operator would set it
+        cluster.apply(
+            {
+                "apiVersion": "resource.k8s.io/v1beta2",
+                "kind": "DeviceTaintRule",
+                "metadata": {"name": "gpu-6-xid"},
+                "spec": {
+                    "deviceSelector": {"driver": "gpu.nvidia.com", "pool": NODE, "device": "gpu-6"},
+                    "taint": {"key": "gpu.nvidia.com/unhealthy", "effect": "NoSchedule"},
+                },
+            }
+        )
+        report = wait_for_report(
+            fetch,
+            lambda r: {c["name"]: c["capacity"] for c in r["classes"]}.get("h100") == 1,
+            timeout=40,
+            what="h100 capacity 1 after a DeviceTaintRule on gpu-6",
+        )
+        (h100,) = [c for c in report["classes"] if c["name"] == "h100"]
+        assert f"{NODE}/gpu-6" in {row["gpu"] for row in h100["faultyGpus"]}
