@@ -465,8 +465,11 @@ class Cluster:
         crds: bool = True,
         extra_crd_dirs: Sequence[Path] = (),
         verbose: bool = False,
+        apiserver_args: Sequence[str] = (),
     ) -> None:
         self.toolchain = toolchain
+        # more kube-apiserver flags, e.g. --runtime-config and --feature-gates for a beta API
+        self.apiserver_args = tuple(apiserver_args)
         self.workdir = workdir or Path(tempfile.mkdtemp(prefix="quotaguard-e2e-"))
         self.logs = self.workdir / "logs"
         self.with_controllers = controllers
@@ -528,6 +531,7 @@ class Cluster:
                 f"--service-account-key-file={pki.sa_pub_file}",
                 f"--service-account-signing-key-file={pki.sa_key_file}",
                 "--endpoint-reconciler-type=none",
+                *self.apiserver_args,
             ],
             self.logs / "kube-apiserver.log",
         )

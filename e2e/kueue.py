@@ -773,10 +773,15 @@ def start_kueue(
     webhooks: bool = True,
     frameworks: Sequence[str] | None = None,
     reinvocation_policy: str | None = None,
+    feature_gates: Mapping[str, bool] | None = None,
+    resources: Mapping[str, Any] | None = None,
 ) -> KueueProcess:
     """Run Kueue's controller against `cluster` with the integrations of the kinds the cluster
-    serves (or `frameworks`); wait until it is ready; then (webhooks) register its webhook
-    configurations with the API server, as Kueue's release does."""
+    serves (or `frameworks`), `feature_gates` on its command line and `resources` (e.g.
+    `deviceClassMappings`) in its Configuration; wait until it is ready; then (webhooks)
+    register its webhook configurations with the API server, as Kueue's release does. The
+    Configuration is also kept where the release keeps it (ConfigMap kueue-manager-config in
+    kueue-system), where quotaguard's controller reads its deviceClassMappings."""
     cert_dir = cluster.workdir / "kueue-certs"
     cert_dir.mkdir(parents=True, exist_ok=True)
     serving = cluster.serving_cert("kueue-webhook")
@@ -788,18 +793,29 @@ def start_kueue(
             (KUEUE_METRICS_CERTS / name).write_bytes((cert_dir / name).read_bytes())
     health_port, webhook_port = free_port(), free_port()
     chosen = list(frameworks) if frameworks is not None else installed_frameworks(cluster)
-    config = write_document(
-        cluster.workdir / "kueue-config.yaml",
-        kueue_configuration(health_port, webhook_port, cert_dir, chosen),
-    )
+    configuration = kueue_configuration(health_port, webhook_port, cert_dir, chosen)
+    if resources is not None:
+        configuration["resources"] = dict(resources)
+    config = write_document(cluster.workdir / "kueue-config.yaml", configuration)
     cluster.create_namespace("kueue-system")
+    cluster.apply(
+        {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {"name": "kueue-manager-config", "namespace": "kueue-system"},
+            "data": {"controller_manager_config.yaml": yaml.safe_dump(configuration)},
+        }
+    )
+    # Kueue refuses gates both on its command line and in its Configuration: all go here
+    gates = {"VisibilityOnDemand": False, **(feature_gates or {})}
+    gate_flag = ",".join(f"{name}={str(on).lower()}" for name, on in gates.items())
     process = cluster.start_process(
         "kueue",
         [
             str(binary),
             f"--config={config}",
             f"--kubeconfig={cluster.kubeconfig}",
-            "--feature-gates=VisibilityOnDemand=false",
+            f"--feature-gates={gate_flag}",
         ],
     )
 

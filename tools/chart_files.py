@@ -32,6 +32,9 @@ COPIES: dict[str, str] = {
     "prometheus/dashboards/quotaguard.json": (
         "config/components/prometheus/dashboards/quotaguard.json"
     ),
+    "kueue/controller_manager_config.yaml": (
+        "config/components/kueue-config/controller_manager_config.yaml"
+    ),
     "policy.yaml": "config/policy.yaml",
 }
 

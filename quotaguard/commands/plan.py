@@ -10,10 +10,12 @@ distributable capacity, so they were scaled down; the plan is still printed); 2 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import functools
 import json
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, cast
 
 from quotaguard.commands.common import dump, positive_seconds, read_policy, stdin_twice
@@ -25,6 +27,12 @@ if TYPE_CHECKING:
 
 KUEUE = (KUEUE_GROUP, KUEUE_VERSIONS, ("clusterqueues", "workloads"))
 VOLCANO = (VOLCANO_GROUP, (VOLCANO_VERSION,), ("queues", "podgroups"))
+DRA_KINDS = {
+    "resourceslices": "ResourceSlice",
+    "deviceclasses": "DeviceClass",
+    "resourceclaims": "ResourceClaim",
+    "resourceclaimtemplates": "ResourceClaimTemplate",
+}
 
 
 def register(verbs: Any) -> None:
@@ -68,6 +76,15 @@ def register(verbs: Any) -> None:
         help="where the GPU operator's ConfigMap default-mig-parted-config is (read from the "
         "cluster or found in the snapshot) when the policy's geometry pools name configs it "
         "does not define (default gpu-operator)",
+    )
+    parser.add_argument(
+        "--kueue-namespace",
+        default="kueue-system",
+        metavar="NS",
+        help="where Kueue's ConfigMap kueue-manager-config is (read from the cluster or found in "
+        "the snapshot): GPU classes only DRA claims reach are planned under the resource names "
+        "of its deviceClassMappings, unless the policy declares dra.kueueResource (default "
+        "kueue-system)",
     )
     telemetry = parser.add_mutually_exclusive_group()
     telemetry.add_argument(
@@ -135,8 +152,9 @@ def _get_json(api: Any, path: str) -> Any:
     return json.loads(data)
 
 
-def _list_cluster(api: Any, backend: str) -> list[Any]:
-    """Every object the planner reads, listed once each, as plain dicts."""
+def _list_cluster(api: Any, backend: str, dra: bool = False) -> list[Any]:
+    """Every object the planner reads, listed once each, as plain dicts (with `dra`, the
+    ResourceSlices, DeviceClasses, claims and templates too, when served)."""
     items: list[Any] = []
 
     def add(document: Any, kind: str, api_version: str) -> None:
@@ -165,7 +183,41 @@ def _list_cluster(api: Any, backend: str) -> list[Any]:
             break
         else:
             print(f"warning: {group} {plural} are not served by the cluster", file=sys.stderr)
+    for plural, kind in DRA_KINDS.items() if dra else ():
+        try:
+            add(_get_json(api, f"/apis/resource.k8s.io/v1/{plural}"), kind, "resource.k8s.io/v1")
+        except _NotServed:
+            print(f"warning: resource.k8s.io/v1 {plural} are not served", file=sys.stderr)
     return items
+
+
+def _with_kueue_mappings(args: argparse.Namespace, policy: Any, api: Any, snapshot: Any) -> Any:
+    """The policy with the resources Kueue counts its DRA-only classes under, from Kueue's
+    Configuration as the controller reads it; without it, the policy as declared (said)."""
+    from quotaguard.kube.names import KUEUE_CONFIG_KEY, KUEUE_CONFIGMAP
+    from quotaguard.policy.kueue_dra import device_class_mappings, with_kueue_resources
+
+    if policy.spec.backend != "kueue" or not policy.dra_classes:
+        return policy
+    namespace = args.kueue_namespace
+    where = f"ConfigMap {namespace}/{KUEUE_CONFIGMAP}"
+    text: object = None
+    if api is None:
+        text, where = snapshot.kueue_configs.get(namespace), f"{where} in the snapshot"
+    else:
+        try:
+            found = _get_json(api, f"/api/v1/namespaces/{namespace}/configmaps/{KUEUE_CONFIGMAP}")
+            text = ((found or {}).get("data") or {}).get(KUEUE_CONFIG_KEY)
+        except Exception as exc:  # the client's many failure types all mean "cannot read"
+            where = f"{where} ({str(exc).splitlines()[0]})"
+    if not isinstance(text, str):
+        print(f"warning: no {where}: DRA classes are planned as declared", file=sys.stderr)
+        return policy
+    mappings, unread = device_class_mappings(text)
+    merged, disagreements = with_kueue_resources(policy, mappings)
+    for problem in unread + disagreements:
+        print(f"{where}: warning: {problem}", file=sys.stderr)
+    return merged
 
 
 def _gpu_facts(args: argparse.Namespace, policy: Any, snapshot: Any) -> Any:
@@ -255,27 +307,28 @@ def _with_operator_configs(args: argparse.Namespace, policy: Any, api: Any, snap
     return merged
 
 
-def run(args: argparse.Namespace) -> int:
-    from quotaguard.planning.cycle import plan_cycle, seen_in_snapshot
-    from quotaguard.quota.cluster import SnapshotError, load_snapshot, parse_objects
-    from quotaguard.quota.showback_report import snapshot_showback
+Reread = Callable[..., Any]  # the snapshot parsed again: reread(gpu_resources=...)
 
-    if (stdin := stdin_twice(args, ("policy", "snapshot", "gpu_metrics"))) is not None:
-        return stdin
-    policy = read_policy(args.policy)
-    if isinstance(policy, int):
-        return policy
+
+def _read_cluster(args: argparse.Namespace, policy: Any) -> tuple[Any, Any, Reread] | int:
+    """The snapshot (of the file, or of the cluster listed once), the API client (None for a
+    file) and how to parse it again; the exit code when it cannot be read."""
+    from quotaguard.quota.cluster import SnapshotError, load_snapshot, parse_objects
+
     source = args.snapshot or args.kubeconfig or "the cluster"
     api: Any = None
+    reread: Reread
     try:
         if args.snapshot:
+            reread = functools.partial(load_snapshot, args.snapshot)
             snapshot = load_snapshot(args.snapshot, gpu_resources=policy.gpu_resources)
         else:
             from quotaguard.kube.client import api_client
 
             # One retry, then say so: a person is waiting.
             api = api_client(args.kubeconfig, context=args.context, retries=1)
-            items = _list_cluster(api, policy.spec.backend)
+            items = _list_cluster(api, policy.spec.backend, dra=bool(policy.dra_classes))
+            reread = functools.partial(parse_objects, items)
             snapshot = parse_objects(items, gpu_resources=policy.gpu_resources)
     except SnapshotError as exc:
         print(exc, file=sys.stderr)
@@ -285,7 +338,38 @@ def run(args: argparse.Namespace) -> int:
         return 2
     for problem in snapshot.problems:
         print(f"{source}: warning: {problem}", file=sys.stderr)
+    return snapshot, api, reread
+
+
+def _with_mapped_resources(
+    args: argparse.Namespace, policy: Any, api: Any, snapshot: Any, reread: Reread
+) -> tuple[Any, Any]:
+    """The policy with Kueue's names for its DRA classes, and the snapshot read with them as
+    GPUs (Kueue counts admitted Workloads under them); stdin cannot be read twice."""
+    from quotaguard.quota.cluster import SnapshotError
+
+    mapped = _with_kueue_mappings(args, policy, api, snapshot)
+    if mapped.gpu_resources != policy.gpu_resources and args.snapshot != "-":
+        with contextlib.suppress(SnapshotError):  # changed meanwhile: the first reading
+            snapshot = reread(gpu_resources=mapped.gpu_resources)
+    return mapped, snapshot
+
+
+def run(args: argparse.Namespace) -> int:
+    from quotaguard.planning.cycle import plan_cycle, seen_in_snapshot
+    from quotaguard.quota.showback_report import snapshot_showback
+
+    if (stdin := stdin_twice(args, ("policy", "snapshot", "gpu_metrics"))) is not None:
+        return stdin
+    policy = read_policy(args.policy)
+    if isinstance(policy, int):
+        return policy
+    read = _read_cluster(args, policy)
+    if isinstance(read, int):
+        return read
+    snapshot, api, reread = read
     policy = _with_operator_configs(args, policy, api, snapshot)
+    policy, snapshot = _with_mapped_resources(args, policy, api, snapshot, reread)
     facts = _gpu_facts(args, policy, snapshot)
     # One snapshot is one cycle from nothing: weights follow the usage seen in it.
     cycle = plan_cycle(policy, seen_in_snapshot(policy, snapshot, facts), time.time())

@@ -107,6 +107,14 @@ def register(verbs: Any) -> None:
         "controller reads the MIG configs a geometry pool names but the policy does not define",
     )
     parser.add_argument(
+        "--kueue-namespace",
+        default="kueue-system",
+        metavar="NAMESPACE",
+        help="where Kueue keeps its Configuration (ConfigMap kueue-manager-config): the "
+        "controller writes the quotas of GPU classes only DRA claims reach under the resource "
+        "names of its deviceClassMappings, unless the policy declares dra.kueueResource",
+    )
+    parser.add_argument(
         "--shutdown-timeout",
         type=positive_seconds,
         default=25.0,
@@ -214,6 +222,7 @@ def run(args: argparse.Namespace) -> int:
         prometheus_url=args.prometheus_url,
         prometheus_timeout=args.prometheus_timeout,
         gpu_operator_namespace=args.gpu_operator_namespace,
+        kueue_namespace=args.kueue_namespace,
         webhook_max_connections=args.webhook_max_connections,
         webhook_max_connections_per_peer=args.webhook_max_connections_per_peer,
         webhook_idle_timeout=args.webhook_idle_timeout,

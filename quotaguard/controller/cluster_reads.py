@@ -1,6 +1,7 @@
 """What an interval reads besides the watch caches (blocking: each runs in a worker thread):
-the GPU operator's definitions of the configs the policy's pools name, and GPU telemetry from
-Prometheus. Neither ever raises: without them the controller plans as it would without."""
+the GPU operator's definitions of the configs the policy's pools name, the resources Kueue
+counts DRA devices under (its Configuration's deviceClassMappings), and GPU telemetry from
+Prometheus. None ever raises: without them the controller plans as it would without."""
 
 from __future__ import annotations
 
@@ -8,6 +9,12 @@ import logging
 from typing import Any
 
 from quotaguard.geometry import operatorconfigs
+from quotaguard.policy.kueue_dra import (
+    KUEUE_CONFIG_KEY,
+    KUEUE_CONFIGMAP,
+    device_class_mappings,
+    with_kueue_resources,
+)
 from quotaguard.policy.model import TenantPolicy
 from quotaguard.telemetry.metrics_sources import PrometheusClient, TelemetryError
 from quotaguard.telemetry.series import GpuMetrics
@@ -36,6 +43,38 @@ def with_operator_configs(
         return policy, f"{where} has no key {operatorconfigs.CONFIG_KEY}"
     merged, problems = read
     return merged, f"{where}: {'; '.join(problems)}" if problems else None
+
+
+def with_kueue_device_classes(
+    core: Any, policy: TenantPolicy, namespace: str, timeout: float
+) -> tuple[TenantPolicy, str | None]:
+    """The policy with the resource Kueue counts each DRA-only class's DeviceClass under, from
+    Kueue's Configuration in `namespace` (kueue backend, DRA classes only), and what was wrong
+    with reading it or disagrees with the policy (None: nothing)."""
+    if policy.spec.backend != "kueue" or not policy.dra_classes:
+        return policy, None
+    where = f"ConfigMap {namespace}/{KUEUE_CONFIGMAP}"
+    try:
+        found = core.read_namespaced_config_map(
+            KUEUE_CONFIGMAP, namespace, _request_timeout=timeout
+        )
+    except Exception as exc:
+        status = getattr(exc, "status", None)
+        return policy, f"cannot read {where} ({status or type(exc).__name__})"
+    text = (found.data or {}).get(KUEUE_CONFIG_KEY)
+    if not isinstance(text, str):
+        return policy, f"{where} has no key {KUEUE_CONFIG_KEY}"
+    mappings, unread = device_class_mappings(text)
+    merged, disagreements = with_kueue_resources(policy, mappings)
+    problems = unread + disagreements
+    return merged, f"{where}: {'; '.join(problems)}" if problems else None
+
+
+def say_kueue_problem(problem: str | None, said: str | None) -> str | None:
+    """Log a problem with Kueue's deviceClassMappings when it is not the one said last."""
+    if problem is not None and problem != said:
+        log.warning("%s; DRA classes without dra.kueueResource are written as declared", problem)
+    return problem
 
 
 def say_config_problem(problem: str | None, said: str | None) -> str | None:

@@ -28,6 +28,7 @@ async def start(ctx: ServeContext) -> None:
             prometheus_url=ctx.options.prometheus_url,
             prometheus_timeout=ctx.options.prometheus_timeout,
             gpu_operator_namespace=ctx.options.gpu_operator_namespace,
+            kueue_namespace=ctx.options.kueue_namespace,
         ),
     )
     ctx.provide(REPORT_SOURCE, controller)

@@ -6,15 +6,26 @@ these four API objects, always with `_preload_content=False` so responses are ra
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from dataclasses import dataclass
 from typing import Any
 
 from quotaguard.kube import client as kubeclient
+from quotaguard.kube.dra import RESOURCE_GROUP as DRA_GROUP
 from quotaguard.kube.names import KUEUE_GROUP, KUEUE_VERSIONS, VOLCANO_GROUP, VOLCANO_VERSION
 
+DRA_VERSION = "v1"  # resource.k8s.io, GA since Kubernetes 1.34
+# DeviceTaintRules: beta in 1.36 behind an off-by-default API version and feature gate
+TAINT_RULES_VERSION = "v1beta2"
+TAINT_RULES = "devicetaintrules"
+
 __all__ = [
+    "DRA_GROUP",
+    "DRA_VERSION",
     "KUEUE_GROUP",
+    "TAINT_RULES",
+    "TAINT_RULES_VERSION",
     "VOLCANO_GROUP",
     "VOLCANO_VERSION",
     "KubeClients",
@@ -53,6 +64,8 @@ class ServedGroups:
 
     kueue: str | None  # "v1beta2", "v1beta1" or None
     volcano: bool
+    dra: bool = False  # resource.k8s.io/v1 (ResourceSlices, DeviceClasses, claims)
+    device_taint_rules: bool = False  # resource.k8s.io/v1beta2 devicetaintrules
 
 
 def served_groups(group_list: dict[str, Any]) -> ServedGroups:
@@ -65,14 +78,48 @@ def served_groups(group_list: dict[str, Any]) -> ServedGroups:
                 str(v.get("version")) for v in group.get("versions") or () if isinstance(v, dict)
             }
     kueue = next((v for v in KUEUE_VERSIONS if v in versions.get(KUEUE_GROUP, set())), None)
-    return ServedGroups(kueue=kueue, volcano=VOLCANO_VERSION in versions.get(VOLCANO_GROUP, set()))
+    return ServedGroups(
+        kueue=kueue,
+        volcano=VOLCANO_VERSION in versions.get(VOLCANO_GROUP, set()),
+        dra=DRA_VERSION in versions.get(DRA_GROUP, set()),
+    )
 
 
 def discover(clients: KubeClients, *, timeout: float = 10.0) -> ServedGroups:
-    """Ask the API server which groups it serves (blocking; raises when unreachable)."""
+    """Ask the API server which groups it serves (blocking; raises when unreachable), and
+    whether it serves DeviceTaintRules: their version may be served without them (their
+    feature gate off), so that one resource list is asked for too."""
     response = clients.apis.get_api_versions(_preload_content=False, _request_timeout=timeout)
     try:
         body: dict[str, Any] = json.loads(response.data)
     finally:
         response.release_conn()
-    return served_groups(body)
+    served = served_groups(body)
+    if served.dra and _group_serves_version(body, DRA_GROUP, TAINT_RULES_VERSION):
+        taint_rules = _serves_resource(clients, TAINT_RULES_VERSION, TAINT_RULES, timeout)
+        served = dataclasses.replace(served, device_taint_rules=taint_rules)
+    return served
+
+
+def _group_serves_version(group_list: dict[str, Any], name: str, version: str) -> bool:
+    return any(
+        group.get("name") == name
+        and any(v.get("version") == version for v in group.get("versions") or ())
+        for group in group_list.get("groups") or ()
+    )
+
+
+def _serves_resource(clients: KubeClients, version: str, plural: str, timeout: float) -> bool:
+    """Whether resource.k8s.io/<version> lists `plural` (False when it cannot be told)."""
+    try:
+        response = clients.custom.get_api_resources(
+            DRA_GROUP, version, _preload_content=False, _request_timeout=timeout
+        )
+        try:
+            body = json.loads(response.data)
+        finally:
+            response.release_conn()
+    except Exception:  # not served, or not readable now: no watch that could never sync
+        return False
+    resources = body.get("resources") if isinstance(body, dict) else None
+    return any(isinstance(r, dict) and r.get("name") == plural for r in resources or ())

@@ -35,6 +35,8 @@ from typing import Any
 from quotaguard.controller.cluster_reads import (
     gpu_metrics,
     say_config_problem,
+    say_kueue_problem,
+    with_kueue_device_classes,
     with_operator_configs,
 )
 from quotaguard.controller.interval_planning import PlanningMemory, plan_interval, with_showback
@@ -101,6 +103,7 @@ class Controller:
         self._moves = QuotaMoves()
         self._fanout = QueueFanout()
         self._config_problem: str | None = None  # about the GPU operator's ConfigMap, said
+        self._kueue_problem: str | None = None  # about Kueue's deviceClassMappings, said
 
     # -- what others read --------------------------------------------------------------------
 
@@ -225,7 +228,10 @@ class Controller:
         if before is None:
             return served
         return ServedGroups(
-            kueue=served.kueue or before.kueue, volcano=served.volcano or before.volcano
+            kueue=served.kueue or before.kueue,
+            volcano=served.volcano or before.volcano,
+            dra=served.dra or before.dra,
+            device_taint_rules=served.device_taint_rules or before.device_taint_rules,
         )
 
     def _sync_watches(self, policy: TenantPolicy, served: ServedGroups) -> None:
@@ -307,6 +313,14 @@ class Controller:
             settings.write_timeout,
         )
         self._config_problem = say_config_problem(problem, self._config_problem)
+        policy, problem = await asyncio.to_thread(
+            with_kueue_device_classes,
+            self.clients.core,
+            policy,
+            settings.kueue_namespace,
+            settings.write_timeout,
+        )
+        self._kueue_problem = say_kueue_problem(problem, self._kueue_problem)
         metrics = await asyncio.to_thread(
             gpu_metrics, settings.prometheus_url, settings.prometheus_timeout, policy, now
         )

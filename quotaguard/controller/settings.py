@@ -13,6 +13,7 @@ from quotaguard.controller.queue_writer import WriteOutcome
 from quotaguard.controller.watch import WatchSettings
 from quotaguard.geometry import operatorconfigs
 from quotaguard.planning.cycle import WEIGHT_HOLD_FRACTION, CycleReport
+from quotaguard.policy.kueue_dra import DEFAULT_KUEUE_NAMESPACE
 from quotaguard.policy.model import Mode, TenantPolicy
 
 PolicySource = Callable[[], TenantPolicy]
@@ -37,6 +38,8 @@ class ControllerSettings:
     prometheus_timeout: float = 10.0
     # where the GPU operator keeps default-mig-parted-config (configs the policy names only)
     gpu_operator_namespace: str = operatorconfigs.DEFAULT_NAMESPACE
+    # where Kueue keeps its Configuration (kueue-manager-config: its deviceClassMappings)
+    kueue_namespace: str = DEFAULT_KUEUE_NAMESPACE
 
 
 @dataclass

@@ -52,6 +52,8 @@ def _pod_spec(spec: Mapping[str, Any]) -> JsonObject:
         nodeSelector=spec.get("nodeSelector"),
         containers=[_container(c) for c in _items(spec.get("containers"))],
         initContainers=[_container(c) for c in _items(spec.get("initContainers"))] or None,
+        # the DRA claims a Workload's pods make (quotaguard.quota.drademand counts them)
+        resourceClaims=spec.get("resourceClaims") or None,
     )
 
 
@@ -202,3 +204,31 @@ def pod_group_trimmer(api_version: str) -> Callable[[JsonObject], JsonObject | N
         }
 
     return trim_pod_group
+
+
+def dra_trimmer(api_version: str, kind: str) -> Callable[[JsonObject], JsonObject | None]:
+    """ResourceSlices, DeviceClasses and ResourceClaimTemplates whole but for status and
+    managedFields; of a ResourceClaim's status only which devices it holds (one claim per
+    pod: their statuses would be most of the cache)."""
+
+    def trim_dra_object(obj: JsonObject) -> JsonObject | None:
+        trimmed: JsonObject = {
+            "apiVersion": obj.get("apiVersion") or api_version,
+            "kind": kind,
+            "metadata": _metadata(obj),
+            "spec": obj.get("spec") or {},
+        }
+        devices = _map(_map(_map(obj.get("status")).get("allocation")).get("devices"))
+        results = [
+            _some(
+                driver=_map(r).get("driver"),
+                pool=_map(r).get("pool"),
+                device=_map(r).get("device"),
+            )
+            for r in _items(devices.get("results"))
+        ]
+        if results:
+            trimmed["status"] = {"allocation": {"devices": {"results": results}}}
+        return trimmed
+
+    return trim_dra_object

@@ -22,6 +22,7 @@ CLAIM_KIND = "ResourceClaim"
 TEMPLATE_KIND = "ResourceClaimTemplate"
 DEVICE_CLASS_KIND = "DeviceClass"
 SLICE_KIND = "ResourceSlice"
+TAINT_RULE_KIND = "DeviceTaintRule"  # resource.k8s.io/v1beta2 (beta and off by default in 1.36)
 EXACT_COUNT = "ExactCount"
 ALL = "All"
 # Taint effects that keep new claims off a device (NoExecute also evicts the pods using it).
@@ -49,10 +50,9 @@ def is_resource_kind(obj: Mapping[str, Any], kind: str) -> bool:
 
 
 def is_dra_kind(obj: Mapping[str, Any]) -> bool:
-    """A ResourceSlice, DeviceClass, ResourceClaim or ResourceClaimTemplate."""
-    return obj.get("kind") in (SLICE_KIND, DEVICE_CLASS_KIND, CLAIM_KIND, TEMPLATE_KIND) and (
-        is_resource_kind(obj, str(obj.get("kind")))
-    )
+    """A ResourceSlice, DeviceClass, ResourceClaim, ResourceClaimTemplate or DeviceTaintRule."""
+    kinds = (SLICE_KIND, DEVICE_CLASS_KIND, CLAIM_KIND, TEMPLATE_KIND, TAINT_RULE_KIND)
+    return obj.get("kind") in kinds and (is_resource_kind(obj, str(obj.get("kind"))))
 
 
 @dataclass(frozen=True, slots=True)

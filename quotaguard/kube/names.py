@@ -40,3 +40,9 @@ ACCELERATOR_PATTERN = (
 # `schedulerName: kai-scheduler`.
 KAI_SCHEDULER = "kai-scheduler"
 KAI_SHARE_ANNOTATIONS = ("gpu-fraction", "gpu-memory", "gpu-fraction-num-devices")
+
+# Kueue's Configuration as its release keeps it (its deviceClassMappings name the resources
+# Kueue counts DRA devices under)
+KUEUE_CONFIGMAP = "kueue-manager-config"
+KUEUE_CONFIG_KEY = "controller_manager_config.yaml"
+DEFAULT_KUEUE_NAMESPACE = "kueue-system"

@@ -17,6 +17,7 @@ from quotaguard.policy.catalogue import GPU_MODELS, matching_profiles, profile_o
 from quotaguard.policy.drachecks import check_dra
 from quotaguard.policy.geometrychecks import check_geometry
 from quotaguard.policy.globs import overlapping_pairs
+from quotaguard.policy.kueue_dra import check_kueue_resources
 from quotaguard.policy.listchecks import check_lists
 from quotaguard.policy.model import BEST_FIT, DEFAULT_EXEMPT
 from quotaguard.policy.problems import Problem
@@ -71,6 +72,7 @@ def check_policy(document: Mapping[str, Any]) -> list[Problem]:
     problems += _rebalance(_map(spec.get("rebalance")))
     problems += check_geometry(spec)
     problems += check_dra(spec)
+    problems += check_kueue_resources(spec)
     problems += check_showback(spec)
     return problems
 

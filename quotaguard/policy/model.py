@@ -44,6 +44,8 @@ DNS_SUBDOMAIN = r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$"
 # How Volcano names a DRA DeviceClass among a Queue's resources; a DRA class without a
 # `resource` of its own is counted under this name.
 DEVICE_CLASS_RESOURCE_PREFIX = "deviceclass/"
+# a resource name Kueue accepts in deviceClassMappings: a DNS label, or prefix/label
+KUEUE_RESOURCE_NAME = r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
 
 
 def _bytes(value: object) -> int:
@@ -103,6 +105,10 @@ class DraDevices(_Strict):
     attributes: dict[str, AttributeValue] = Field(default_factory=dict)
     # Devices of the class one node offers at most: bounds a request of allocationMode All.
     max_devices_per_node: Annotated[int | None, Field(ge=1)] = None
+    # The resource Kueue counts the DeviceClass's devices under (the `name` of its
+    # deviceClassMappings entry); the controller reads it from Kueue's Configuration when
+    # not given here. ClusterQueues are written under it.
+    kueue_resource: Annotated[str | None, Field(pattern=KUEUE_RESOURCE_NAME, max_length=253)] = None
 
     @cached_property
     def selection(self) -> Selection:
@@ -142,10 +148,13 @@ class GpuClass(_Strict):
     @property
     def resource(self) -> str:
         """The resource the class is counted under in queues: its extended resource, else
+        the name Kueue counts its DeviceClass under (`dra.kueueResource`), else
         `deviceclass/<DeviceClass>` (the name Volcano counts DRA devices by)."""
         if self.resource_name is not None:
             return self.resource_name
         assert self.dra is not None  # _backed
+        if self.dra.kueue_resource is not None:
+            return self.dra.kueue_resource
         return DEVICE_CLASS_RESOURCE_PREFIX + self.dra.device_class_name
 
     @property
@@ -502,8 +511,10 @@ class TenantPolicy(_Strict):
 
     @cached_property
     def gpu_resources(self) -> frozenset[str]:
-        """Every resource name that counts as a GPU: the classes' and the plain one."""
-        return frozenset(self.classes_by_resource) | {GPU_RESOURCE}
+        """Every resource name that counts as a GPU: the classes' (those pods ask for and those
+        queues count DRA devices under) and the plain one."""
+        queued = {gpu_class.resource for gpu_class in self.spec.gpu_classes}
+        return frozenset(self.classes_by_resource) | queued | {GPU_RESOURCE}
 
     @cached_property
     def tenants_by_name(self) -> dict[str, Tenant]:

@@ -18,6 +18,8 @@ from typing import Any
 
 from quotaguard.kube.dra import PodClaim, is_dra_kind, pod_claims
 from quotaguard.kube.names import (
+    KUEUE_CONFIG_KEY,
+    KUEUE_CONFIGMAP,
     KUEUE_GROUP,
     KUEUE_QUEUE_LABEL,
     MIG_PARTED_CONFIG_KEY,
@@ -162,6 +164,9 @@ class ClusterSnapshot:
     volcano_queues: tuple[VolcanoQueue, ...] = ()
     # namespace -> the `config.yaml` of a GPU operator's default-mig-parted-config ConfigMap
     mig_parted_configs: Mapping[str, str] = field(default_factory=dict)
+    # namespace -> Kueue's Configuration text (ConfigMap kueue-manager-config): its
+    # deviceClassMappings name the resources DRA classes are counted under
+    kueue_configs: Mapping[str, str] = field(default_factory=dict)
     # one line per object that could not be read completely
     problems: tuple[str, ...] = field(default=())
     # ResourceSlices, DeviceClasses, ResourceClaims and ResourceClaimTemplates as they came
@@ -183,6 +188,12 @@ def _labels(value: object) -> dict[str, str]:
 
 @dataclass(frozen=True)
 class _MigPartedConfig:
+    namespace: str
+    text: str
+
+
+@dataclass(frozen=True)
+class _KueueConfig:
     namespace: str
     text: str
 
@@ -228,6 +239,9 @@ class _Reader:
             return self.pod(item, name, namespace)
         if kind == "ConfigMap" and name == MIG_PARTED_CONFIGMAP:
             return self.mig_parted_config(item, namespace)
+        if kind == "ConfigMap" and name == KUEUE_CONFIGMAP:
+            text = _map(item.get("data")).get(KUEUE_CONFIG_KEY)
+            return _KueueConfig(namespace, text) if isinstance(text, str) else None
         if isinstance(api_version, str):
             return self._queueing(item, kind, api_version, name, namespace)
         return None
@@ -501,6 +515,7 @@ def parse_objects(
         pod_groups=tuple(found.get(PodGroup, ())),
         volcano_queues=tuple(found.get(VolcanoQueue, ())),
         mig_parted_configs={c.namespace: c.text for c in found.get(_MigPartedConfig, ())},
+        kueue_configs={c.namespace: c.text for c in found.get(_KueueConfig, ())},
         problems=tuple(reader.problems),
         dra_objects=tuple(dra),
     )

@@ -5,7 +5,8 @@ capacity(class, node) = the devices of the class on the node, from the newest ge
                         it (`policy.dra_classes`); a shared class's device counts `replicas`
                         units
 tainted devices       = out (a device taint NoSchedule or NoExecute: DRA's form of a faulty
-                        GPU), each an Outage naming the device and the taint
+                        GPU, in its ResourceSlice or put on it by a DeviceTaintRule), each an
+                        Outage naming the device and the taint
 partitionable devices = devices that consume counters of a shared counter set (a GPU that MIG
                         partitions on demand) overlap: each counter set counts once, for one
                         class: the class of its allocated devices when a ResourceClaim holds
@@ -18,7 +19,8 @@ Pure: ResourceSlices, DeviceClasses and ResourceClaims come in as plain objects.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+import dataclasses
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -26,6 +28,7 @@ from quotaguard.kube.dra import (
     CLAIM_KIND,
     DEVICE_CLASS_KIND,
     SLICE_KIND,
+    TAINT_RULE_KIND,
     DeviceClassInfo,
     Pool,
     SliceDevice,
@@ -70,20 +73,63 @@ class DraCapacity:
         return found
 
 
+@dataclass(frozen=True, slots=True)
+class TaintRule:
+    """A DeviceTaintRule: its taint on the devices its selector names (an unset field: any)."""
+
+    driver: str | None
+    pool: str | None
+    device: str | None
+    taint: tuple[str, str]  # (key, effect)
+
+    def takes(self, device: SliceDevice) -> bool:
+        wanted = (
+            (self.driver, device.driver),
+            (self.pool, device.pool),
+            (self.device, device.name),
+        )
+        return all(rule is None or rule == have for rule, have in wanted)
+
+
+def taint_rule(obj: Mapping[str, Any]) -> TaintRule | None:
+    """A DeviceTaintRule's selector and taint (None without a taint effect)."""
+    spec = mapping(obj.get("spec"))
+    selector, taint = mapping(spec.get("deviceSelector")), mapping(spec.get("taint"))
+    effect = taint.get("effect")
+    if not isinstance(effect, str):
+        return None
+
+    def field_of(name: str) -> str | None:
+        value = selector.get(name)
+        return value if isinstance(value, str) else None
+
+    key = taint.get("key")
+    return TaintRule(
+        field_of("driver"),
+        field_of("pool"),
+        field_of("device"),
+        (key if isinstance(key, str) else "", effect),
+    )
+
+
 def dra_capacity(policy: TenantPolicy, objects: Iterable[Mapping[str, Any]]) -> DraCapacity:
     """The DRA capacity of the ResourceSlices among `objects`, their devices told apart by the
-    DeviceClasses among them, partitionable GPUs placed by the ResourceClaims' allocations."""
-    slices, classes, allocated = [], {}, set()
+    DeviceClasses among them, partitionable GPUs placed by the ResourceClaims' allocations,
+    tainted by their taints and the DeviceTaintRules'."""
+    slices, classes, allocated, rules = [], {}, set(), []
     for obj in objects:
         if is_resource_kind(obj, SLICE_KIND):
             slices.append(obj)
+        elif is_resource_kind(obj, TAINT_RULE_KIND):
+            if (rule := taint_rule(obj)) is not None:
+                rules.append(rule)
         elif is_resource_kind(obj, DEVICE_CLASS_KIND):
             info = device_class_info(obj)
             if info is not None:
                 classes[info.name] = info
         elif is_resource_kind(obj, CLAIM_KIND):
             allocated |= allocated_devices(obj)
-    return capacity_of_pools(policy, pools(slices), classes, allocated)
+    return capacity_of_pools(policy, pools(slices), classes, allocated, rules)
 
 
 def allocated_devices(claim: Mapping[str, Any]) -> set[DeviceKey]:
@@ -103,12 +149,14 @@ def capacity_of_pools(
     found_pools: list[Pool],
     device_classes: Mapping[str, DeviceClassInfo],
     allocated: set[DeviceKey],
+    rules: Sequence[TaintRule] = (),
 ) -> DraCapacity:
     by_node: dict[str, dict[str, int]] = {}
     outages: dict[str, list[Outage]] = {}
     for pool in found_pools:
         partitioned: dict[str, list[tuple[SliceDevice, GpuClass]]] = {}
-        for device in pool.devices:
+        for published in pool.devices:
+            device = _with_rule_taints(published, rules)
             gpu_class = class_of_device(policy, device, device_classes)
             if gpu_class is None:
                 continue
@@ -130,6 +178,11 @@ def capacity_of_pools(
         outages={name: tuple(rows) for name, rows in outages.items()},
         missing_device_classes=missing,
     )
+
+
+def _with_rule_taints(device: SliceDevice, rules: Sequence[TaintRule]) -> SliceDevice:
+    added = tuple(rule.taint for rule in rules if rule.takes(device))
+    return dataclasses.replace(device, taints=device.taints + added) if added else device
 
 
 def _outage(node: str, device: SliceDevice) -> Outage:

@@ -8,8 +8,8 @@ class's `dra.maxDevicesPerNode`, or not at all without it. Templates and claims 
 snapshot's DRA objects; a claim that names one not in it is not counted (and reported).
 
 Kueue counts DRA devices under the resource names of its `deviceClassMappings`: where a class's
-`resource` is that name and the Workload's admission already counts it, the claims are not
-counted again.
+queue resource (`resource`, or `dra.kueueResource`) is that name and the Workload's admission
+already counts it, the claims are not counted again.
 """
 
 from __future__ import annotations
@@ -89,8 +89,7 @@ def _workload_units(
     found: dict[str, int] = {}
     for pod_set in workload.pod_sets:
         for name, units in _pod_set_units(policy, workload, pod_set, lookup, problems).items():
-            resource = policy.classes_by_name[name].resource_name
-            if resource is not None and resource in counted:
+            if policy.classes_by_name[name].resource in counted:
                 continue  # Kueue's admission counts it under its deviceClassMappings name
             found[name] = found.get(name, 0) + units
     return found

@@ -72,6 +72,7 @@ class ServeOptions:
     prometheus_url: str | None = None  # GPU telemetry for the controller
     prometheus_timeout: float = 10.0
     gpu_operator_namespace: str = "gpu-operator"  # default-mig-parted-config's namespace
+    kueue_namespace: str = "kueue-system"  # kueue-manager-config's (its deviceClassMappings)
     # the webhook's connection bounds (webhook/guard.py)
     webhook_max_connections: int = 1000
     webhook_max_connections_per_peer: int = 100

@@ -70,6 +70,8 @@ class FakeApiServer:
         self.log: dict[str, list[tuple[int, str, Json]]] = {}
         self.compacted: dict[str, int] = {}
         self.groups: dict[str, list[str]] = {}
+        # "group/version" -> the resources it lists (GET /apis/<group>/<version>)
+        self.resources: dict[str, list[str]] = {}
         self.calls: list[tuple[str, str, dict[str, Any]]] = []
         self.fail: dict[str, list[BaseException]] = {}  # verb or "verb path" -> errors to raise
         self.down = False
@@ -284,6 +286,14 @@ class FakeCore:
 class FakeCustom:
     def __init__(self, server: FakeApiServer) -> None:
         self.server = server
+
+    def get_api_resources(self, group: str, version: str, **kwargs: Any) -> FakeResponse:
+        self.server._enter("discovery", f"/apis/{group}/{version}", kwargs)
+        if version not in self.server.groups.get(group, []):
+            raise api_error(404, "NotFound")
+        names = self.server.resources.get(f"{group}/{version}", [])
+        body = {"kind": "APIResourceList", "resources": [{"name": n} for n in names]}
+        return FakeResponse(json.dumps(body).encode())
 
     def list_cluster_custom_object(
         self, group: str, version: str, plural: str, **kwargs: Any

@@ -464,3 +464,21 @@ def test_default_image_is_the_one_the_documented_build_names() -> None:
     assert f"docker build -t quotaguard:{quotaguard.__version__} ." in dockerfile
     (container,) = pod_spec(one(helm_template(), "Deployment", "quotaguard-webhook"))["containers"]
     assert container["image"] == f"quotaguard:{quotaguard.__version__}"
+
+
+def test_kueue_config_in_another_namespace_is_where_the_controller_reads_it() -> None:
+    docs = helm_template("kueueConfig.enabled=true", "kueueConfig.namespace=queueing")
+    assert one(docs, "ConfigMap", "kueue-manager-config")["metadata"]["namespace"] == "queueing"
+    assert one(docs, "Role", "quotaguard-controller-kueue-config")["metadata"]["namespace"] == (
+        "queueing"
+    )
+    (controller,) = [
+        c
+        for c in pod_spec(one(docs, "Deployment", "quotaguard-controller"))["containers"]
+        if c["name"] == "controller"
+    ]
+    args = controller["args"]
+    assert args[args.index("--kueue-namespace") + 1] == "queueing"
+    default = helm_template("kueueConfig.enabled=true")
+    (controller,) = pod_spec(one(default, "Deployment", "quotaguard-controller"))["containers"]
+    assert "--kueue-namespace" not in controller["args"]  # kueue-system, the default

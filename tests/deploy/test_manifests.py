@@ -11,12 +11,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from quotaguard.certs.builders import service_dns_names
 from quotaguard.cli import build_parser
 from quotaguard.controller.kueue import flavor_fungibility
 from quotaguard.kube.kinds import KINDS
 from quotaguard.policy.fungibility import flavor_order
+from quotaguard.policy.kueue_dra import device_class_mappings
 from quotaguard.policy.loader import load_policy_file, load_policy_text
 from quotaguard.reports.report_routes import report_routes
 from quotaguard.serve.plain_http import build_http_app
@@ -143,6 +145,7 @@ def test_no_wildcard_in_any_rbac_rule(build: list[Manifest]) -> None:
         ["prometheus"],
         ["gpu-operator-configs"],
         ["dra"],
+        ["kueue-config"],
     ],
 )
 def test_no_wildcard_with_any_component(renders: Renders, tool: str, components: list[str]) -> None:
@@ -857,3 +860,37 @@ def test_dra_lets_the_webhook_read_only_what_claims_name(renders: Renders, tool:
     assert spec["containers"][0]["args"][-1] == "--webhook-read-dra"
     base = pod_spec(deployment(renders(tool, []), "quotaguard-webhook"))
     assert "--webhook-read-dra" not in base["containers"][0]["args"]
+
+
+@pytest.mark.parametrize("tool", TOOLS)
+def test_kueue_config_turns_kueues_dra_on_and_lets_the_controller_read_its_mappings(
+    renders: Renders, tool: str
+) -> None:
+    docs = renders(tool, ["kueue-config"])
+    configmap = one(docs, "ConfigMap", "kueue-manager-config")
+    assert configmap["metadata"]["namespace"] == "kueue-system"
+    text = configmap["data"]["controller_manager_config.yaml"]
+    assert yaml.safe_load(text)["featureGates"] == {"DynamicResourceAllocation": True}
+    assert device_class_mappings(text) == ({"gpu.nvidia.com": "nvidia.com/gpu"}, [])
+    role = one(docs, "Role", "quotaguard-controller-kueue-config")
+    assert role["metadata"]["namespace"] == "kueue-system"
+    assert role["rules"] == [
+        {
+            "apiGroups": [""],
+            "resources": ["configmaps"],
+            "resourceNames": ["kueue-manager-config"],
+            "verbs": ["get"],
+        }
+    ]
+    dra = renders(tool, ["dra"])
+    assert grants(one(dra, "ClusterRole", "quotaguard-controller-dra")) == {
+        ("resource.k8s.io", resource, verb)
+        for resource in (
+            "resourceslices",
+            "deviceclasses",
+            "resourceclaims",
+            "resourceclaimtemplates",
+            "devicetaintrules",
+        )
+        for verb in ("list", "watch")
+    }
