@@ -30,6 +30,7 @@ from quotaguard.admission.names import (
     VOLCANO_SCHEDULER,
 )
 from quotaguard.admission.provenance import undecided_update
+from quotaguard.admission.served import is_served, served_denials
 from quotaguard.admission.ungoverned import ungoverned_denials
 from quotaguard.admission.workload import (
     GpuContainer,
@@ -169,6 +170,7 @@ def _gpu_rules(policy: TenantPolicy, tenant: Tenant | None, view: TemplateView) 
     """Every GPU rule on one template: GPUs no quota counts, then the counted ones."""
     if tenant is not None:
         yield from ungoverned_denials(policy, tenant, view)
+        yield from served_denials(policy, tenant, view)
     yield from _template(policy, tenant, view)
 
 
@@ -190,7 +192,9 @@ def _template(policy: TenantPolicy, tenant: Tenant | None, view: TemplateView) -
                 "or split the work into two containers",
             )
         for resource in resources:
-            if tenant is not None and not (hint_denied and resource == PLAIN_GPU):
+            if tenant is not None and not (
+                (hint_denied and resource == PLAIN_GPU) or is_served(policy, resource)
+            ):
                 denial = _class_allowed(policy, tenant, view, container, resource)
                 if denial is not None:
                     yield denial
