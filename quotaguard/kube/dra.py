@@ -87,7 +87,8 @@ class ClaimSpec:
 
 
 def claim_spec(devices: object) -> ClaimSpec:
-    """The requests of a ResourceClaimSpec's `devices`."""
+    """The requests of a ResourceClaimSpec's `devices`, in the v1 form (`exactly` or
+    `firstAvailable`) or the v1beta1 one (the request's own `deviceClassName`)."""
     requests: list[DeviceRequest] = []
     problems: list[str] = []
     for index, entry in enumerate(_list(mapping(devices).get("requests"))):
@@ -108,6 +109,11 @@ def claim_spec(devices: object) -> ClaimSpec:
                 if found is not None:
                     choices.append(found)
             requests.append(DeviceRequest(name, tuple(choices), first_available=True))
+        elif isinstance(entry_map.get("deviceClassName"), str):
+            # resource.k8s.io/v1beta1: the request itself is what v1 calls `exactly`
+            choice = _choice(name, entry_map, problems)
+            if choice is not None:
+                requests.append(DeviceRequest(name, (choice,)))
         else:
             problems.append(f'request "{name}" has neither exactly nor firstAvailable')
     return ClaimSpec(tuple(requests), tuple(problems))
