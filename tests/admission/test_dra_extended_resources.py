@@ -12,6 +12,8 @@ from typing import Any
 
 import jsonpatch
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from quotaguard.admission.engine import review_offline
 from quotaguard.admission.reviews import make_review
@@ -203,3 +205,24 @@ def test_validate_warns_of_a_served_name_shared_by_several_classes() -> None:
         )
         for p in found
     ), found
+
+
+SERVED = [IMPLICIT + "h100.nvidia.com", IMPLICIT + "gpu.nvidia.com", "example.com/mig-1g-gpu"]
+NAMES = ["h100", "a100", "l40s", "mig-1g"]
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    allowed=st.lists(st.sampled_from(NAMES), min_size=1, unique=True),
+    resource=st.sampled_from(SERVED),
+    count=st.integers(min_value=1, max_value=4),
+)
+def test_a_served_resource_is_allowed_exactly_when_every_class_of_its_device_class_is(
+    allowed: list[str], resource: str, count: int
+) -> None:
+    chosen = policy([{"name": "t", "allowedClasses": allowed}], classes=CLASSES)
+    response, patched = judged(pod(gpu(count, resource)), "t", chosen)
+    reachable = {c.name for c in chosen.classes_by_resource[resource]}
+    assert response["allowed"] is reachable.issubset(allowed), response
+    if response["allowed"]:
+        assert patched["metadata"]["labels"][KUEUE_LABEL] == "t"
