@@ -151,14 +151,31 @@ def _cel_expressions(selectors: object) -> list[str]:
     return found
 
 
+# resource.k8s.io/v1alpha2 (removed in Kubernetes 1.31): a class and driver parameters, no
+# requests; such a claim asks for something no request tells, so it is a problem, not "no GPU".
+_OLD_FORM = ("resourceClassName", "parametersRef")
+
+
+def _spec_of(spec: Mapping[str, Any]) -> ClaimSpec:
+    old = [name for name in _OLD_FORM if name in spec]
+    if old and "devices" not in spec:
+        return ClaimSpec(
+            problems=(
+                f"it is written in the resource.k8s.io/v1alpha2 form ({', '.join(old)}), which "
+                "Kubernetes no longer serves; write its devices.requests (resource.k8s.io/v1)",
+            )
+        )
+    return claim_spec(mapping(spec.get("devices")))
+
+
 def template_claim_spec(template: Mapping[str, Any]) -> ClaimSpec:
     """What each claim made from a ResourceClaimTemplate asks for (`spec.spec.devices`)."""
-    return claim_spec(mapping(mapping(mapping(template.get("spec")).get("spec")).get("devices")))
+    return _spec_of(mapping(mapping(template.get("spec")).get("spec")))
 
 
 def resource_claim_spec(claim: Mapping[str, Any]) -> ClaimSpec:
     """What a ResourceClaim asks for (`spec.devices`)."""
-    return claim_spec(mapping(mapping(claim.get("spec")).get("devices")))
+    return _spec_of(mapping(claim.get("spec")))
 
 
 @dataclass(frozen=True, slots=True)

@@ -307,3 +307,14 @@ def test_another_tenants_queue_named_by_an_upstream_shape_is_refused(
     )
     assert review["response"]["allowed"] is False
     assert '"mig-team"' in review["response"]["status"]["message"]
+
+
+def test_a_claim_in_the_retired_v1alpha2_form_is_refused_not_passed_as_no_gpu() -> None:
+    shape = Shape("nvidia-v1alpha2-parameters.yaml", Fraction(0), "gpu-team", "")
+    ((response, _),) = judged(shape, "gpu-team")
+    assert response["allowed"] is False
+    assert (
+        'claim "gpu" (ResourceClaimTemplate "inference-gpu"): it is written in the '
+        "resource.k8s.io/v1alpha2 form (resourceClassName, parametersRef), which Kubernetes no "
+        "longer serves"
+    ) in response["status"]["message"]
