@@ -140,3 +140,19 @@ def test_the_report_and_json_say_which_gpu_hours_were_dra(
     assert main([*args, "-o", "json"]) == 0
     document = json.loads(capsys.readouterr().out)
     assert document["dra"]["draGPUHours"] == 6.0
+
+
+def test_a_class_only_dra_reaches_is_offered_by_nodes_under_its_implicit_resource() -> None:
+    dra_only = {"name": "h100", "memory": "80Gi", "dra": {"deviceClassName": "gpu.nvidia.com"}}
+    chosen = policy(TENANTS, classes=[dra_only])
+    document = trace_of()
+    document["nodes"] = [
+        {"name": "gpu-1", "allocatable": {"deviceclass.resource.kubernetes.io/gpu.nvidia.com": "8"}}
+    ]
+    document["workloads"] = document["workloads"][:1]
+    trace = load_trace_text(yaml.safe_dump(document), "trace.yaml")
+    simulation = simulate(chosen, trace, arms=("static", "dynamic"))
+    assert simulation.setup.capacity["h100"].capacity == 8
+    (claim,) = simulation.setup.arrivals
+    assert simulation.runs["dynamic"].admitted_at[claim.id] == 0
+    assert simulation.dra()["draGPUHours"] == 2.0
