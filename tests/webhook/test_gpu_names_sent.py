@@ -1,8 +1,9 @@
 """Every resource admission judges as a GPU is one the webhook registrations send: the CEL
-name check (`name.startsWith('nvidia.com/') || name.startsWith('deviceclass.resource.kubernetes.io/')
-|| name.contains('/') && name.matches(P)`) and
-the walker (`podspec.is_gpu_resource`, `ungoverned_gpu_resource`) read one pattern. The CEL
-itself is compiled and run by the API server's compiler in e2e/test_match_conditions.py."""
+name check (`name.startsWith('nvidia.com/')
+|| name.startsWith('deviceclass.resource.kubernetes.io/')
+|| name.contains('/') && name.matches(P)`) and the walker (`podspec.is_gpu_resource`,
+`ungoverned_gpu_resource`) read one pattern. The CEL itself is compiled and run by the API
+server's compiler in e2e/test_match_conditions.py."""
 
 from __future__ import annotations
 
