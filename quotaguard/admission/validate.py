@@ -192,9 +192,7 @@ def _template(policy: TenantPolicy, tenant: Tenant | None, view: TemplateView) -
                 "or split the work into two containers",
             )
         for resource in resources:
-            if tenant is not None and not (
-                (hint_denied and resource == PLAIN_GPU) or is_served(policy, resource)
-            ):
+            if tenant is not None and not (hint_denied and resource == PLAIN_GPU):
                 denial = _class_allowed(policy, tenant, view, container, resource)
                 if denial is not None:
                     yield denial
@@ -284,8 +282,8 @@ def _class_allowed(
     container: GpuContainer,
     resource: str,
 ) -> Denial | None:
-    if allowed_classes(policy, tenant, resource):
-        return None
+    if is_served(policy, resource) or allowed_classes(policy, tenant, resource):
+        return None  # a served resource is judged as the claim it becomes (`served`)
     classes = policy.classes_by_resource.get(resource, [])
     asked = (
         f'class "{classes[0].name}" ({resource})'
