@@ -14,9 +14,11 @@ from typing import Any
 from quotaguard.kube.cel import Condition, Selection, qualified, read_selector
 from quotaguard.kube.names import ACCELERATOR_PATTERN, DRA_EXTENDED_RESOURCE_PREFIX
 from quotaguard.kube.values import mapping
+from quotaguard.policy.model import RESOURCE_NAME
 from quotaguard.policy.problems import Problem
 
 _ACCELERATOR = re.compile(ACCELERATOR_PATTERN)
+_RESOURCE_NAME = re.compile(RESOURCE_NAME)  # the schema reports a name that is none
 _READABLE = (
     'a conjunction (&&) of device.attributes["<domain>"].<name> == <value> (or in [...]) '
     'and device.driver == "<driver>" terms'
@@ -143,7 +145,7 @@ def _served_names(classes: list[tuple[int, Mapping[str, Any]]]) -> Iterator[Prob
                     f"class's {device_class!r}: write {implicit!r}",
                 )
             continue
-        if not _sent(served):
+        if _RESOURCE_NAME.match(served) and not _sent(served):
             yield Problem(
                 where,
                 "the webhook registrations in webhook/ send a pod to quotaguard only when it "
