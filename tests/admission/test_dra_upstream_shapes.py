@@ -293,20 +293,25 @@ def test_the_v1beta1_request_form_is_read_as_v1_exactly() -> None:
 
 
 @pytest.mark.parametrize(
-    ("file", "backend"),
-    [("kueue-gpu-job.yaml", "kueue"), ("volcano-template-job.yaml", "volcano")],
+    ("file", "backend", "queue"),
+    [
+        ("kueue-gpu-job.yaml", "kueue", "mig-team"),  # another tenant's
+        ("kueue-gpu-job.yaml", "kueue", "gpu-queue"),  # the sample's own, no tenant's
+        ("volcano-template-job.yaml", "volcano", "mig-team"),
+    ],
 )
-def test_another_tenants_queue_named_by_an_upstream_shape_is_refused(
-    file: str, backend: str
+def test_a_queue_not_the_tenants_named_by_an_upstream_shape_is_refused(
+    file: str, backend: str, queue: str
 ) -> None:
-    (obj,) = [d for d in documents(file, "gpu-team", queue="mig-team") if not is_dra_kind(d)]
+    (obj,) = [d for d in documents(file, "gpu-team", queue=queue) if not is_dra_kind(d)]
     review, _ = review_offline(
         upstream_policy(backend),
         make_review(obj, namespace="gpu-team"),
         dra=lookup(file, "gpu-team"),
     )
     assert review["response"]["allowed"] is False
-    assert '"mig-team"' in review["response"]["status"]["message"]
+    message = review["response"]["status"]["message"]
+    assert f'queue "{queue}"' in message and 'set it to "gpu-team"' in message, message
 
 
 def test_a_claim_in_the_retired_v1alpha2_form_is_refused_not_passed_as_no_gpu() -> None:
