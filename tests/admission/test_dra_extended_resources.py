@@ -226,3 +226,30 @@ def test_a_served_resource_is_allowed_exactly_when_every_class_of_its_device_cla
     assert response["allowed"] is reachable.issubset(allowed), response
     if response["allowed"]:
         assert patched["metadata"]["labels"][KUEUE_LABEL] == "t"
+
+
+def test_reapplying_the_manifest_keeps_the_served_resource_the_create_decided() -> None:
+    """`kubectl apply` of the file again sends nvidia.com/gpu: 2 as an UPDATE: the rewrite to
+    the served resource is put back, so the template does not change (no rollout)."""
+    deployment = {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "serve"},
+        "spec": {
+            "selector": {"matchLabels": {"app": "serve"}},
+            "template": {
+                "metadata": {"labels": {"app": "serve"}},
+                "spec": {"containers": [gpu(2)]},
+            },
+        },
+    }
+    chosen = dra_policy()
+    _, stored = review_offline(chosen, make_review(deployment, namespace="h100-only"))
+    again = {**deployment, "metadata": stored["metadata"]}
+    review, updated = review_offline(
+        chosen,
+        make_review(again, namespace="h100-only", operation="UPDATE", old_object=stored),
+    )
+    assert review["response"]["allowed"] is True
+    served = {IMPLICIT + "h100.nvidia.com": "2"}
+    assert updated["spec"]["template"]["spec"]["containers"][0]["resources"]["limits"] == served
