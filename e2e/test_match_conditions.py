@@ -134,6 +134,8 @@ AMD = asking({"amd.com/gpu": "1", "cpu": "1"})
 INTEL = asking({"gpu.intel.com/i915": "1"}, "requests")
 GAUDI = asking({"habana.ai/gaudi": "8"})
 HAMI_ONLY = asking({"nvidia.com/gpumem": "8000"})
+# A DRA extended resource a DeviceClass serves implicitly (no accelerator-like name).
+DRA_SERVED = asking({"deviceclass.resource.kubernetes.io/mig.nvidia.com": "1"})
 # Extended resources that are no accelerator: not sent.
 NICS = asking({"rdma/hca": "1", "example.com/inputs": "2", "intel.com/sriov": "1"})
 KAI_SHARE = {"gpu-fraction": "0.5"}
@@ -184,6 +186,7 @@ OBJECTS: dict[str, tuple[str, dict[str, Any], bool]] = {
     "pod-amd-gpu": ("pods", {"spec": spec(CPU, AMD)}, True),
     "pod-intel-gpu-in-init": ("pods", {"spec": spec(BARE, init=(INTEL,))}, True),
     "pod-hami-share-only": ("pods", {"spec": spec(HAMI_ONLY)}, True),
+    "pod-dra-extended-resource": ("pods", {"spec": spec(CPU, DRA_SERVED)}, True),
     "pod-kai-share": (
         "pods",
         {"metadata": {"annotations": KAI_SHARE}, "spec": spec(CPU, schedulerName="kai")},
@@ -221,6 +224,7 @@ OBJECTS: dict[str, tuple[str, dict[str, Any], bool]] = {
     "job-gpu": ("jobs", job(spec(GPU)), True),
     "job-reapplied": ("jobs", job(spec(REAPPLIED)), True),
     "job-gaudi": ("jobs", job(spec(GAUDI)), True),
+    "job-dra-extended-resource": ("jobs", job(spec(DRA_SERVED)), True),
     "job-kai-share-on-template": (
         "jobs",
         {"spec": {"template": {"metadata": {"annotations": KAI_SHARE}, "spec": spec(CPU)}}},

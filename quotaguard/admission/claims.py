@@ -30,6 +30,7 @@ from quotaguard.kube.dra import (
     PodClaim,
     pod_claims,
 )
+from quotaguard.kube.names import KNOWN_GPU_DEVICE_CLASSES
 from quotaguard.kube.podspec import KNOWN_GPU_RESOURCES
 from quotaguard.policy.dra_classes import classes_for_request, classes_of_device_class
 from quotaguard.policy.model import GpuClass, TenantPolicy
@@ -37,10 +38,6 @@ from quotaguard.policy.model import GpuClass, TenantPolicy
 # DRA drivers of GPUs: a DeviceClass of one of them is a GPU class even when the policy names
 # it nowhere (NVIDIA's, AMD's, Intel's).
 GPU_DRIVERS = frozenset({"gpu.nvidia.com", "gpu.amd.com", "gpu.intel.com"})
-# Their DeviceClasses, for when no DeviceClass could be read (`quotaguard review` without any).
-KNOWN_GPU_DEVICE_CLASSES = frozenset(
-    {"gpu.nvidia.com", "mig.nvidia.com", "vfio.gpu.nvidia.com", "gpu.amd.com", "gpu.intel.com"}
-)
 
 
 @dataclass(frozen=True, slots=True)

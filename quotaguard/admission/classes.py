@@ -8,6 +8,7 @@ from fractions import Fraction
 from typing import Any
 
 from quotaguard.kube.podspec import PLAIN_GPU
+from quotaguard.policy.dra_classes import served_classes
 from quotaguard.policy.fungibility import compatible, fungible_resources
 from quotaguard.policy.model import WHOLE_GPU_SLICES, GpuClass, Tenant, TenantPolicy
 
@@ -58,7 +59,11 @@ def gpu_equivalent(
 ) -> Fraction:
     """Whole GPUs one unit of `resource` is worth; a resource outside the policy is judged by
     its name (MIG `Ng` is N/7 of a GPU, anything else a whole GPU). A request Kueue may put
-    on any of several classes (a list's) is worth the most of them."""
+    on any of several classes (a list's), or a DeviceClass serves through DRA, is worth the
+    most of them."""
+    served = served_classes(policy, resource)
+    if served:
+        return max(c.gpu_equivalent for c in served)
     if tenant is not None and left_to_kueue(policy, tenant, resource, node_selector):
         candidates = [
             c for c in allowed_classes(policy, tenant, resource) if compatible(c, node_selector)

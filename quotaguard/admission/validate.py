@@ -31,6 +31,7 @@ from quotaguard.admission.names import (
 )
 from quotaguard.admission.provenance import undecided_update
 from quotaguard.admission.reading import Reading, reading_of
+from quotaguard.admission.served import is_served, served_denials
 from quotaguard.admission.ungoverned import ungoverned_denials
 from quotaguard.admission.workload import (
     GpuContainer,
@@ -169,6 +170,7 @@ def _gpu_rules(policy: TenantPolicy, tenant: Tenant | None, view: TemplateView) 
     """Every GPU rule on one template: GPUs no quota counts, then the counted ones."""
     if tenant is not None:
         yield from ungoverned_denials(policy, tenant, view)
+        yield from served_denials(policy, tenant, view)
     yield from _template(policy, tenant, view)
 
 
@@ -293,8 +295,8 @@ def _class_allowed(
     container: GpuContainer,
     resource: str,
 ) -> Denial | None:
-    if allowed_classes(policy, tenant, resource):
-        return None
+    if is_served(policy, resource) or allowed_classes(policy, tenant, resource):
+        return None  # a served resource is judged as the claim it becomes (`served`)
     classes = policy.classes_by_resource.get(resource, [])
     asked = (
         f'class "{classes[0].name}" ({resource})'

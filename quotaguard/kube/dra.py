@@ -87,7 +87,8 @@ class ClaimSpec:
 
 
 def claim_spec(devices: object) -> ClaimSpec:
-    """The requests of a ResourceClaimSpec's `devices`."""
+    """The requests of a ResourceClaimSpec's `devices`, in the v1 form (`exactly` or
+    `firstAvailable`) or the v1beta1 one (the request's own `deviceClassName`)."""
     requests: list[DeviceRequest] = []
     problems: list[str] = []
     for index, entry in enumerate(_list(mapping(devices).get("requests"))):
@@ -108,6 +109,11 @@ def claim_spec(devices: object) -> ClaimSpec:
                 if found is not None:
                     choices.append(found)
             requests.append(DeviceRequest(name, tuple(choices), first_available=True))
+        elif isinstance(entry_map.get("deviceClassName"), str):
+            # resource.k8s.io/v1beta1: the request itself is what v1 calls `exactly`
+            choice = _choice(name, entry_map, problems)
+            if choice is not None:
+                requests.append(DeviceRequest(name, (choice,)))
         else:
             problems.append(f'request "{name}" has neither exactly nor firstAvailable')
     return ClaimSpec(tuple(requests), tuple(problems))
@@ -145,14 +151,31 @@ def _cel_expressions(selectors: object) -> list[str]:
     return found
 
 
+# resource.k8s.io/v1alpha2 (removed in Kubernetes 1.31): a class and driver parameters, no
+# requests; such a claim asks for something no request tells, so it is a problem, not "no GPU".
+_OLD_FORM = ("resourceClassName", "parametersRef")
+
+
+def _spec_of(spec: Mapping[str, Any]) -> ClaimSpec:
+    old = [name for name in _OLD_FORM if name in spec]
+    if old and "devices" not in spec:
+        return ClaimSpec(
+            problems=(
+                f"it is written in the resource.k8s.io/v1alpha2 form ({', '.join(old)}), which "
+                "Kubernetes no longer serves; write its devices.requests (resource.k8s.io/v1)",
+            )
+        )
+    return claim_spec(mapping(spec.get("devices")))
+
+
 def template_claim_spec(template: Mapping[str, Any]) -> ClaimSpec:
     """What each claim made from a ResourceClaimTemplate asks for (`spec.spec.devices`)."""
-    return claim_spec(mapping(mapping(mapping(template.get("spec")).get("spec")).get("devices")))
+    return _spec_of(mapping(mapping(template.get("spec")).get("spec")))
 
 
 def resource_claim_spec(claim: Mapping[str, Any]) -> ClaimSpec:
     """What a ResourceClaim asks for (`spec.devices`)."""
-    return claim_spec(mapping(mapping(claim.get("spec")).get("devices")))
+    return _spec_of(mapping(claim.get("spec")))
 
 
 @dataclass(frozen=True, slots=True)

@@ -17,6 +17,15 @@ GPU_RESOURCE = "nvidia.com/gpu"
 MIG_PARTED_CONFIGMAP = "default-mig-parted-config"
 MIG_PARTED_CONFIG_KEY = "config.yaml"
 SHARED_GPU_RESOURCE = "nvidia.com/gpu.shared"
+# The extended resource every DRA DeviceClass serves implicitly (KEP-5004, beta in 1.36):
+# `deviceclass.resource.kubernetes.io/<DeviceClass>`; the API server turns a container's request
+# for it into a ResourceClaim of the pod.
+DRA_EXTENDED_RESOURCE_PREFIX = "deviceclass.resource.kubernetes.io/"
+# DeviceClasses of GPU DRA drivers (NVIDIA's, AMD's, Intel's), judged GPUs by name when no
+# DeviceClass could be read.
+KNOWN_GPU_DEVICE_CLASSES = frozenset(
+    {"gpu.nvidia.com", "mig.nvidia.com", "vfio.gpu.nvidia.com", "gpu.amd.com", "gpu.intel.com"}
+)
 MIG_PREFIX = "nvidia.com/mig-"
 # The prefixes of every GPU resource name, for byte-level pre-filters; which names count as
 # GPUs (by exact name: not HAMi's nvidia.com/gpumem) is kube.podspec.is_gpu_resource.

@@ -15,8 +15,10 @@ from typing import Any
 from quotaguard.kube.kinds import Kind, appwrapper_path, kind_of, parse_path, walk
 from quotaguard.kube.names import (
     ACCELERATOR_PATTERN,
+    DRA_EXTENDED_RESOURCE_PREFIX,
     GPU_RESOURCE,
     HAMI_RESOURCES,
+    KNOWN_GPU_DEVICE_CLASSES,
     MIG_PREFIX,
     SHARED_GPU_RESOURCE,
 )
@@ -314,8 +316,13 @@ def ungoverned_gpu_resource(resource: str, gpu_resources: frozenset[str]) -> boo
     tenant's namespace rather than pass them as "no GPU"."""
     if is_gpu_resource(resource, gpu_resources):
         return False
-    return resource in HAMI_RESOURCES or (
-        "/" in resource and _ACCELERATOR.search(resource) is not None
+    return (
+        resource in HAMI_RESOURCES
+        or ("/" in resource and _ACCELERATOR.search(resource) is not None)
+        or (
+            resource.startswith(DRA_EXTENDED_RESOURCE_PREFIX)
+            and resource.removeprefix(DRA_EXTENDED_RESOURCE_PREFIX) in KNOWN_GPU_DEVICE_CLASSES
+        )
     )
 
 

@@ -10,7 +10,12 @@ import re
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from quotaguard.kube.names import ACCELERATOR_PATTERN, GPU_RESOURCE, MIG_PREFIX
+from quotaguard.kube.names import (
+    ACCELERATOR_PATTERN,
+    DRA_EXTENDED_RESOURCE_PREFIX,
+    GPU_RESOURCE,
+    MIG_PREFIX,
+)
 from quotaguard.kube.quantity import QuantityError, parse_duration, parse_quantity
 from quotaguard.kube.values import mapping as _map
 from quotaguard.policy.catalogue import GPU_MODELS, matching_profiles, profile_of_resource
@@ -150,7 +155,10 @@ def _gpu_class(
 
 def _sent(resource: str) -> bool:
     """Whether the shipped matchConditions send a pod asking for `resource`."""
-    return resource.startswith("nvidia.com/") or _ACCELERATOR.search(resource) is not None
+    return (
+        resource.startswith(("nvidia.com/", DRA_EXTENDED_RESOURCE_PREFIX))
+        or _ACCELERATOR.search(resource) is not None
+    )
 
 
 def _shared_resources(

@@ -1,6 +1,7 @@
 """Which GPU classes of the policy a DRA request or a published device belongs to.
 
-A request (a DeviceClass and what its selectors pin) may get the devices of every class of
+A request (a DeviceClass and what its selectors pin, or a container's request for an extended
+resource the DeviceClass serves) may get the devices of every class of
 that DeviceClass whose pinned attributes it does not contradict. A device of a ResourceSlice
 is the first class (in policy order) whose DeviceClass selects it and whose attributes it has.
 """
@@ -20,6 +21,14 @@ def classes_of_device_class(policy: TenantPolicy, device_class: str) -> tuple[Gp
         for c in policy.dra_classes
         if c.dra is not None and c.dra.device_class_name == device_class
     )
+
+
+def served_classes(policy: TenantPolicy, resource: str) -> tuple[GpuClass, ...]:
+    """The classes a container's request for an extended resource a DeviceClass serves
+    through DRA may get (any device of the DeviceClass: the claim the API server builds has
+    no selectors); empty for other resources."""
+    device_class = policy.served_resources.get(resource)
+    return () if device_class is None else classes_of_device_class(policy, device_class)
 
 
 def classes_for_request(

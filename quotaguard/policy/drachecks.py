@@ -7,13 +7,18 @@ it cannot read entirely would be counted wrongly, so it is an error, located at 
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator, Mapping
 from typing import Any
 
 from quotaguard.kube.cel import Condition, Selection, qualified, read_selector
+from quotaguard.kube.names import ACCELERATOR_PATTERN, DRA_EXTENDED_RESOURCE_PREFIX
 from quotaguard.kube.values import mapping
+from quotaguard.policy.model import RESOURCE_NAME
 from quotaguard.policy.problems import Problem
 
+_ACCELERATOR = re.compile(ACCELERATOR_PATTERN)
+_RESOURCE_NAME = re.compile(RESOURCE_NAME)  # the schema reports a name that is none
 _READABLE = (
     'a conjunction (&&) of device.attributes["<domain>"].<name> == <value> (or in [...]) '
     'and device.driver == "<driver>" terms'
@@ -42,6 +47,7 @@ def check_dra(spec: Mapping[str, Any]) -> list[Problem]:
         if isinstance(device_class, str) and isinstance(name, str) and selection is not None:
             selections.setdefault(device_class, []).append((index, name, selection))
     problems += _overlapping(selections)
+    problems += _served_names(classes)
     problems += _rewrite_targets(spec, classes)
     return problems
 
@@ -101,6 +107,77 @@ def _overlapping(
                     break
 
 
+def _served_names(classes: list[tuple[int, Mapping[str, Any]]]) -> Iterator[Problem]:
+    """`dra.extendedResourceName`: the implicit name of the class's own DeviceClass, or the one
+    name its DeviceClass declares (one per DeviceClass, one DeviceClass per name)."""
+    by_class: dict[str, str] = {}
+    by_name: dict[str, str] = {}
+    sharing: dict[str, list[str]] = {}
+    for _, gpu_class in classes:
+        device_class, name = (
+            mapping(gpu_class.get("dra")).get("deviceClassName"),
+            gpu_class.get("name"),
+        )
+        if isinstance(device_class, str) and isinstance(name, str):
+            sharing.setdefault(device_class, []).append(name)
+    for index, gpu_class in classes:
+        dra = mapping(gpu_class.get("dra"))
+        served, device_class = dra.get("extendedResourceName"), dra.get("deviceClassName")
+        if not isinstance(served, str) or not isinstance(device_class, str):
+            continue
+        where = ("spec", "gpuClasses", index, "dra", "extendedResourceName")
+        implicit = DRA_EXTENDED_RESOURCE_PREFIX + device_class
+        if len(sharing.get(device_class, [])) > 1:
+            yield Problem(
+                where,
+                f"a pod asking for {served!r} may get a device of any class of DeviceClass "
+                f"{device_class!r} ({', '.join(sharing[device_class])}): the claim the API "
+                "server builds has no selector; for a rewrite to get this class only, give it "
+                "a DeviceClass of its own (its selector pinning the model or MIG profile)",
+                "warning",
+            )
+        if served.startswith(DRA_EXTENDED_RESOURCE_PREFIX):
+            if served != implicit:
+                yield Problem(
+                    where,
+                    f"{served!r} is the implicit extended resource of DeviceClass "
+                    f"{served.removeprefix(DRA_EXTENDED_RESOURCE_PREFIX)!r}, not of this "
+                    f"class's {device_class!r}: write {implicit!r}",
+                )
+            continue
+        if _RESOURCE_NAME.match(served) and not _sent(served):
+            yield Problem(
+                where,
+                "the webhook registrations in webhook/ send a pod to quotaguard only when it "
+                "names an nvidia.com/, deviceclass.resource.kubernetes.io/ or accelerator-like "
+                f"resource; pods asking for {served!r} alone are neither rewritten nor checked "
+                f"unless their matchConditions are widened (or use {implicit!r})",
+                "warning",
+            )
+        earlier_name = by_class.setdefault(device_class, served)
+        earlier_class = by_name.setdefault(served, device_class)
+        if earlier_name != served:
+            yield Problem(
+                where,
+                f"DeviceClass {device_class!r} declares one extendedResourceName, and another "
+                f"class names it {earlier_name!r}: give every class of the DeviceClass the same",
+            )
+        elif earlier_class != device_class:
+            yield Problem(
+                where,
+                f"{served!r} is already the extendedResourceName of DeviceClass "
+                f"{earlier_class!r}; the API server serves a name from one DeviceClass only",
+            )
+
+
+def _sent(resource: str) -> bool:
+    """Whether the shipped matchConditions send a pod asking for `resource`."""
+    return (
+        resource.startswith(("nvidia.com/", DRA_EXTENDED_RESOURCE_PREFIX))
+        or _ACCELERATOR.search(resource) is not None
+    )
+
+
 def _rewrite_targets(
     spec: Mapping[str, Any], classes: list[tuple[int, Mapping[str, Any]]]
 ) -> Iterator[Problem]:
@@ -109,7 +186,10 @@ def _rewrite_targets(
     claim_only = {
         c["name"]
         for _, c in classes
-        if isinstance(c.get("name"), str) and "resource" not in c and "dra" in c
+        if isinstance(c.get("name"), str)
+        and "resource" not in c
+        and isinstance(c.get("dra"), Mapping)
+        and "extendedResourceName" not in c["dra"]
     }
     for index, tenant in _items(spec.get("tenants")):
         for position, rule in _items(tenant.get("rewrite")):
@@ -128,6 +208,8 @@ def _rewrite_targets(
                     yield Problem(
                         (*where, at) if isinstance(target, list) else where,
                         f"class {name!r} has no resource, so nvidia.com/gpu cannot be "
-                        "rewritten to it; give it the extended resource its DeviceClass "
-                        "declares (extendedResourceName), or let pods ask by ResourceClaim",
+                        "rewritten to it; give it the extended resource its DeviceClass serves "
+                        "(dra.extendedResourceName: the DeviceClass's extendedResourceName or "
+                        f"{DRA_EXTENDED_RESOURCE_PREFIX}<DeviceClass>), or let pods ask by "
+                        "ResourceClaim",
                     )

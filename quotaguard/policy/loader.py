@@ -30,7 +30,14 @@ from quotaguard.kube.documents import (
     read_text,
 )
 from quotaguard.policy.checks import check_policy
-from quotaguard.policy.model import API_VERSION, KIND, TenantPolicy
+from quotaguard.policy.model import (
+    API_VERSION,
+    CLASS_NAME,
+    DNS_LABEL,
+    KIND,
+    RESOURCE_NAME,
+    TenantPolicy,
+)
 from quotaguard.policy.problems import LocatedProblem, Path, PolicyInvalid, Problem
 
 YAML_SUFFIXES = (".yaml", ".yml", ".json")
@@ -135,6 +142,16 @@ def _element(annotation: Any) -> Any:
     return annotation
 
 
+# What a name pattern of the model asks for, in words (CLASS_NAME is also DNS_SUBDOMAIN).
+_PATTERN_WORDS = {
+    RESOURCE_NAME: "must be an extended resource name, <domain>/<name>, such as nvidia.com/gpu",
+    DNS_LABEL: "must be a DNS label: lower-case letters, digits and '-', beginning and ending "
+    "with a letter or digit",
+    CLASS_NAME: "must be lower-case letters, digits, '-' and '.', beginning and ending with a "
+    "letter or digit",
+}
+
+
 def _schema_problem(error: ErrorDetails) -> Problem:
     path: Path = tuple(part for part in error["loc"] if isinstance(part, str | int))
     kind = error["type"]
@@ -152,6 +169,9 @@ def _schema_problem(error: ErrorDetails) -> Problem:
         message = message.replace("Input should be", "must be")
     elif kind == "value_error":
         message = message.removeprefix("Value error, ")
+    elif kind == "string_pattern_mismatch":
+        words = _PATTERN_WORDS.get(str((error.get("ctx") or {}).get("pattern")))
+        message = f"{words} (not {error['input']!r})" if words else message
     else:
         message = message.replace("Input should be", "must be")
     return Problem(path, message)

@@ -26,7 +26,12 @@ from pydantic.alias_generators import to_camel
 
 from quotaguard.kube.cel import AttributeValue, Condition, Selection, read_selector
 from quotaguard.kube.kinds import BY_ID as _KINDS_BY_ID
-from quotaguard.kube.names import GPU_RESOURCE, MIG_PREFIX, SHARED_GPU_RESOURCE
+from quotaguard.kube.names import (
+    DRA_EXTENDED_RESOURCE_PREFIX,
+    GPU_RESOURCE,
+    MIG_PREFIX,
+    SHARED_GPU_RESOURCE,
+)
 from quotaguard.kube.quantity import QuantityError, format_bytes, format_duration, parse_duration
 from quotaguard.kube.quantity import parse_quantity as _parse_quantity
 from quotaguard.policy.catalogue import whole_gpu_slices
@@ -109,6 +114,11 @@ class DraDevices(_Strict):
     # deviceClassMappings entry); the controller reads it from Kueue's Configuration when
     # not given here. ClusterQueues are written under it.
     kueue_resource: Annotated[str | None, Field(pattern=KUEUE_RESOURCE_NAME, max_length=253)] = None
+    # The extended resource the DeviceClass serves through DRA (its own `extendedResourceName`,
+    # or the implicit `deviceclass.resource.kubernetes.io/<DeviceClass>`): pods may ask for it
+    # in their containers' resources, the API server builds the claim, and a rewrite may put
+    # `nvidia.com/gpu: N` on it.
+    extended_resource_name: Annotated[str | None, Field(pattern=RESOURCE_NAME)] = None
 
     @cached_property
     def selection(self) -> Selection:
@@ -126,7 +136,7 @@ class GpuClass(_Strict):
 
     name: Annotated[str, Field(pattern=CLASS_NAME, max_length=63)]
     # The extended resource pods ask for (a device plugin's, or a DeviceClass's
-    # extendedResourceName); None for a class only DRA claims reach.
+    # extendedResourceName); None for a class only DRA reaches.
     resource_name: Annotated[str | None, Field(alias="resource", pattern=RESOURCE_NAME)] = None
     dra: DraDevices | None = None
     flavor_name: Annotated[str | None, Field(alias="flavor", pattern=CLASS_NAME)] = None
@@ -147,12 +157,16 @@ class GpuClass(_Strict):
 
     @property
     def resource(self) -> str:
-        """The resource the class is counted under in queues: its extended resource, else
-        the name Kueue counts its DeviceClass under (`dra.kueueResource`), else
-        `deviceclass/<DeviceClass>` (the name Volcano counts DRA devices by)."""
+        """The resource the class is counted under in queues and a rewrite puts on a
+        container: its extended resource, else the one its DeviceClass serves through DRA
+        (`dra.extendedResourceName`), else the name Kueue counts its DeviceClass under
+        (`dra.kueueResource`), else `deviceclass/<DeviceClass>` (the name Volcano counts DRA
+        devices by)."""
         if self.resource_name is not None:
             return self.resource_name
         assert self.dra is not None  # _backed
+        if self.dra.extended_resource_name is not None:
+            return self.dra.extended_resource_name
         if self.dra.kueue_resource is not None:
             return self.dra.kueue_resource
         return DEVICE_CLASS_RESOURCE_PREFIX + self.dra.device_class_name
@@ -492,11 +506,33 @@ class TenantPolicy(_Strict):
 
     @cached_property
     def classes_by_resource(self) -> dict[str, list[GpuClass]]:
-        """Classes by the extended resource pods ask for (classes only DRA reaches have none)."""
+        """Classes by the extended resources pods ask for, a device plugin's or one a
+        DeviceClass serves through DRA (classes only claims reach have none)."""
         found: dict[str, list[GpuClass]] = {}
         for gpu_class in self.spec.gpu_classes:
             if gpu_class.resource_name is not None:
                 found.setdefault(gpu_class.resource_name, []).append(gpu_class)
+        for resource, device_class in self.served_resources.items():
+            classes = found.setdefault(resource, [])
+            classes += [
+                c
+                for c in self.dra_classes
+                if c.dra and c.dra.device_class_name == device_class and c not in classes
+            ]
+        return found
+
+    @cached_property
+    def served_resources(self) -> dict[str, str]:
+        """Extended resources the policy's DeviceClasses serve through DRA -> the DeviceClass:
+        each one's implicit `deviceclass.resource.kubernetes.io/<DeviceClass>`, and the names
+        classes declare (`dra.extendedResourceName`). A container asking for one gets devices
+        of the DeviceClass, of any of its classes, as a claim without selectors would."""
+        found = {DRA_EXTENDED_RESOURCE_PREFIX + c: c for c in sorted(self.gpu_device_classes)}
+        for gpu_class in self.dra_classes:
+            assert gpu_class.dra is not None  # dra_classes
+            served = gpu_class.dra.extended_resource_name
+            if served is not None:
+                found.setdefault(served, gpu_class.dra.device_class_name)
         return found
 
     @cached_property

@@ -14,9 +14,11 @@ from typing import Any
 
 from quotaguard.admission.answers import answer_offline
 from quotaguard.admission.reviews import BadReview, make_review
+from quotaguard.kube.dra import NO_DRA_OBJECTS, DraObjects
 from quotaguard.kube.podspec import pod_gpus, pod_templates, workload_kind
 from quotaguard.policy.fungibility import class_order, compatible
 from quotaguard.policy.model import GpuClass, Tenant, TenantPolicy
+from quotaguard.simulate.claim_rows import ClaimRows
 from quotaguard.simulate.placement import Gang, PodNeed
 from quotaguard.simulate.queued import Request, request_of
 from quotaguard.simulate.trace import Trace
@@ -40,6 +42,7 @@ class Verdict:
     options: tuple[Request, ...] = ()
     gangs: tuple[Gang, ...] = ()
     option_gpus: tuple[float, ...] = ()
+    dra: bool = False  # some of its GPUs come through DRA claims or served resources
 
     def gang_of(self, request: Request) -> Gang:
         for option, gang in zip(self.options, self.gangs, strict=True):
@@ -68,6 +71,7 @@ class Arrival:
     uses: float = 1.0  # share of `written.gpus` it keeps busy
     # the workload as written, without quotaguard: nothing rewritten, nothing denied
     written: Verdict = Verdict(allowed=True)
+    dra: bool = False  # its GPUs come through DRA (its verdict's, or the trace's `dra: true`)
 
     def kept_of(self, ran: float) -> float:
         """Seconds of a run of `ran` seconds that survive an eviction (its last checkpoint)."""
@@ -136,12 +140,13 @@ _Row = tuple[int, int, tuple[tuple[str, str], ...], list[GpuClass]]
 
 
 def _requests(
-    policy: TenantPolicy, obj: Mapping[str, Any], tenant: Tenant | None = None
+    policy: TenantPolicy, obj: Mapping[str, Any], tenant: Tenant | None, claims: ClaimRows
 ) -> tuple[list[tuple[Request, Gang, float]], list[str]]:
     """Every (request, pods, GPU equivalents) the object's pods may be admitted as, in
     flavor order (classes of one resource in the order the tenant's queue lists them: its
     rewrite lists' order, then the policy's), and the GPU resources no class offers."""
     rows, unknown = _candidate_rows(policy, obj, tenant)
+    rows += claims.rows(obj, _multiplicity(obj))
     classes = policy.classes_by_name
     found = []
     for choice in itertools.islice(itertools.product(*(row[3] for row in rows)), MAX_OPTIONS):
@@ -184,10 +189,13 @@ def _candidate_rows(
     return rows, unknown
 
 
-def _allowed(policy: TenantPolicy, obj: Mapping[str, Any], tenant: Tenant | None = None) -> Verdict:
-    options, unknown = _requests(policy, obj, tenant)
+def _allowed(
+    policy: TenantPolicy, obj: Mapping[str, Any], tenant: Tenant | None, claims: ClaimRows
+) -> Verdict:
+    options, unknown = _requests(policy, obj, tenant, claims)
+    dra = claims.dra(obj)
     if not options or not options[0][0]:
-        return Verdict(allowed=True, unknown=tuple(unknown))
+        return Verdict(allowed=True, unknown=tuple(unknown), dra=dra)
     return Verdict(
         allowed=True,
         request=options[0][0],
@@ -196,15 +204,22 @@ def _allowed(policy: TenantPolicy, obj: Mapping[str, Any], tenant: Tenant | None
         options=tuple(option for option, _, _ in options),
         gangs=tuple(gang for _, gang, _ in options),
         option_gpus=tuple(gpus for _, _, gpus in options),
+        dra=dra,
     )
 
 
-def verdict_of(policy: TenantPolicy, manifest: Mapping[str, Any], namespace: str) -> Verdict:
-    """Mutation then validation of one manifest, and the GPU classes it then asks for."""
+def verdict_of(
+    policy: TenantPolicy,
+    manifest: Mapping[str, Any],
+    namespace: str,
+    dra: DraObjects = NO_DRA_OBJECTS,
+) -> Verdict:
+    """Mutation then validation of one manifest, and the GPU classes it then asks for (its
+    claims resolved against `dra`, as the webhook resolves them against the cluster)."""
     obj = _as_pod(manifest)
     body = make_review(obj, namespace=namespace, uid="simulate")
     try:
-        review, patched = answer_offline(policy, body)
+        review, patched = answer_offline(policy, body, dra=dra)
     except BadReview as exc:  # the API server would refuse it before admission
         return Verdict(allowed=False, message=str(exc), rules="malformed")
     response = review.get("response", {})
@@ -217,12 +232,17 @@ def verdict_of(policy: TenantPolicy, manifest: Mapping[str, Any], namespace: str
             rules=str(audit.get("denied", "")),
         )
     tenant = None if policy.exempt(namespace) else policy.tenant_of(namespace)
-    return _allowed(policy, patched, tenant)
+    return _allowed(policy, patched, tenant, ClaimRows(policy, namespace, dra))
 
 
-def written_of(policy: TenantPolicy, manifest: Mapping[str, Any]) -> Verdict:
+def written_of(
+    policy: TenantPolicy,
+    manifest: Mapping[str, Any],
+    namespace: str = "default",
+    dra: DraObjects = NO_DRA_OBJECTS,
+) -> Verdict:
     """The manifest as its author wrote it, without the webhook: nothing rewritten or denied."""
-    return _allowed(policy, _as_pod(manifest))
+    return _allowed(policy, _as_pod(manifest), None, ClaimRows(policy, namespace, dra))
 
 
 def arrivals(
@@ -236,8 +256,8 @@ def arrivals(
         verdicts = cache.verdicts.get(key)
         if verdicts is None:
             verdicts = (
-                verdict_of(policy, entry.manifest, entry.namespace),
-                written_of(policy, entry.manifest),
+                verdict_of(policy, entry.manifest, entry.namespace, trace.dra_objects),
+                written_of(policy, entry.manifest, entry.namespace, trace.dra_objects),
             )
             cache.verdicts[key] = verdicts
             cache.misses += 1
@@ -260,6 +280,7 @@ def arrivals(
                     checkpoint_every=entry.checkpoint_every,
                     uses=entry.uses,
                     written=verdicts[1],
+                    dra=entry.dra or verdicts[0].dra,
                 )
             )
     found.sort(key=lambda arrival: (arrival.at, arrival.id))

@@ -17,6 +17,7 @@ from quotaguard.simulate.arm_showback import simulation_showback
 from quotaguard.simulate.arms import ARMS
 from quotaguard.simulate.arrivals import AdmissionCache, arrivals
 from quotaguard.simulate.bound import bound_utilization
+from quotaguard.simulate.dra_hours import dra_json
 from quotaguard.simulate.placement import Scoring
 from quotaguard.simulate.preemption import PRESETS, SAMPLE_PRESET, Preemption
 from quotaguard.simulate.trace import Trace
@@ -71,6 +72,10 @@ class Simulation:
         return simulation_showback(
             self.policy, {arm: run.showback for arm, run in self.runs.items()}
         )
+
+    def dra(self) -> dict[str, Any] | None:
+        """The `dra` object of the JSON (simulate/dra_hours.py); None without DRA workloads."""
+        return dra_json(self.setup, self.runs)
 
     def denial_rules(self) -> list[tuple[str, int]]:
         """Denied workloads by rule, most frequent first."""

@@ -13,6 +13,7 @@ from typing import Any
 from quotaguard.quota.showback_report import format_lines
 from quotaguard.simulate.arm_metrics import ArmMetrics, Outcome, metrics_json
 from quotaguard.simulate.arms import ARMS
+from quotaguard.simulate.dra_hours import dra_lines
 from quotaguard.simulate.preemption import PRESETS, SAMPLE_PRESET, Preemption, preset_name
 from quotaguard.simulate.simulation import Simulation
 from quotaguard.simulate.verdict import verdict
@@ -61,6 +62,9 @@ def result_json(simulation: Simulation) -> dict[str, Any]:
     document["preemption"] = preemption_json(simulation.setup.preemption)
     document["scoring"] = simulation.setup.scoring
     document["showback"] = simulation.showback()
+    dra = simulation.dra()
+    if dra is not None:
+        document["dra"] = dra
     return document
 
 
@@ -211,6 +215,7 @@ def render_text(simulation: Simulation) -> str:
         lines.append("")
         lines.extend(table(rows, left=left))
     lines.extend(format_lines(simulation.showback()))
+    lines.extend(dra_lines(simulation.dra()))
     lines.append("")
     lines.extend(wrap(verdict(simulation)))
     return "\n".join(lines) + "\n"

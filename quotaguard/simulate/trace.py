@@ -43,6 +43,8 @@ PriorityClass value; default 0): it orders a queue and decides who may preempt w
 resumes from its last checkpoint and loses only the work since. Without it an evicted job
 starts over.
 
+`dra: true` and `draObjects` (the claims' templates and DeviceClasses): see `trace_dra`.
+
 Times are seconds or Go-style durations (`90s`, `2h`). Every problem of a trace is reported at
 once as FILE:LINE:COLUMN. The common case (a valid trace) is read with the fast C YAML loader;
 only when something is wrong is the file read again with line numbers to place the problems.
@@ -64,12 +66,14 @@ from quotaguard.kube.documents import (
     read_input,
     source_name,
 )
+from quotaguard.kube.dra import NO_DRA_OBJECTS, DraObjects
 from quotaguard.kube.quantity import QuantityError, parse_duration, parse_quantity
 from quotaguard.policy.migconfig import MigConfig, parse_mig_configs
 from quotaguard.policy.problems import Path as FieldPath
 from quotaguard.policy.problems import format_path
 from quotaguard.quota.cluster import Node, Pod, SnapshotError, load_snapshot
 from quotaguard.simulate.devices import DeviceError, TimeSlicing, node_offer, parse_plugin_configs
+from quotaguard.simulate.trace_dra import read_dra_flag, read_dra_objects
 
 TOP_FIELDS = frozenset(
     {
@@ -81,6 +85,7 @@ TOP_FIELDS = frozenset(
         "manifests",
         "migConfig",
         "devicePluginConfigs",
+        "draObjects",
     }
 )
 NODE_FIELDS = frozenset(
@@ -98,6 +103,7 @@ WORKLOAD_FIELDS = frozenset(
         "priority",
         "checkpointEvery",
         "uses",
+        "dra",
     }
 )
 MAX_NODES = 100_000
@@ -130,6 +136,7 @@ class TraceWorkload:
     priority: int = 0
     checkpoint_every: float | None = None  # seconds; None: an evicted run starts over
     uses: float = 1.0  # share of the GPUs asked for as written that it keeps busy
+    dra: bool = False  # `dra: true`: its GPUs come through DRA (see trace_dra)
 
     def arrival_times(self) -> Iterator[float]:
         for copy in range(self.count):
@@ -145,6 +152,7 @@ class Trace:
     workloads: tuple[TraceWorkload, ...]
     horizon: float | None = None
     description: str | None = None
+    dra_objects: DraObjects = NO_DRA_OBJECTS  # what the workloads' claims name
 
     @property
     def size(self) -> int:
@@ -405,6 +413,7 @@ def _workload(check: _Checker, raw: object, index: int) -> TraceWorkload | None:
         )
     _check_workload_fields(check, entry, path)
     uses = _share(check, entry.get("uses", 1), (*path, "uses"))
+    dra = read_dra_flag(entry, path, check.problem)
     if len(check.problems) > before:
         return None
     assert at is not None and duration is not None and every is not None
@@ -421,6 +430,7 @@ def _workload(check: _Checker, raw: object, index: int) -> TraceWorkload | None:
         priority=priority,
         checkpoint_every=checkpoint_every,
         uses=uses,
+        dra=dra,
     )
 
 
@@ -501,6 +511,7 @@ def parse_trace(
         horizon = check.seconds(top.get("horizon"), ("horizon",), positive=True)
     nodes, pods = _cluster(check, top, source, gpu_resources)
     workloads = _workloads(check, top.get("workloads"))
+    claimed = read_dra_objects(top, check.problem)
     description = top.get("description")
     if check.problems:
         return None, check.problems
@@ -511,6 +522,7 @@ def parse_trace(
         workloads=tuple(workloads),
         horizon=horizon,
         description=description if isinstance(description, str) else None,
+        dra_objects=claimed,
     )
     return trace, []
 

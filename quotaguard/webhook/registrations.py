@@ -23,6 +23,7 @@ from quotaguard.kube.dra import RESOURCE_GROUP as DRA_GROUP
 from quotaguard.kube.kinds import BY_ID, KINDS, OWNER_KINDS, Kind, Step, parse_path
 from quotaguard.kube.names import (
     ACCELERATOR_PATTERN,
+    DRA_EXTENDED_RESOURCE_PREFIX,
     KAI_SHARE_ANNOTATIONS,
     KUEUE_ADMISSION_GATE,
     KUEUE_QUEUE_LABEL,
@@ -76,9 +77,12 @@ RESOURCES_CHANGED = "container-resources-changed"
 RESOURCES_UNCHANGED = "container-resources-unchanged"
 
 # A resource admission judges (`podspec.is_gpu_resource`, `ungoverned_gpu_resource`): any
-# nvidia.com/ resource (HAMi's too), and any whose name looks like an accelerator.
+# nvidia.com/ resource (HAMi's too), any a DRA DeviceClass serves implicitly
+# (deviceclass.resource.kubernetes.io/mig.nvidia.com), and any whose name looks like an
+# accelerator.
 _GPU_NAME = (
-    f"name.startsWith('nvidia.com/') || name.contains('/') && name.matches('{ACCELERATOR_PATTERN}')"
+    f"name.startsWith('nvidia.com/') || name.startsWith('{DRA_EXTENDED_RESOURCE_PREFIX}')"
+    f" || name.contains('/') && name.matches('{ACCELERATOR_PATTERN}')"
 )
 _ANY_NVIDIA = f"c.resources[section].exists(name, {_GPU_NAME})"
 _PLAIN_NEXT_TO_ANOTHER = (

@@ -133,8 +133,12 @@ def test_all_problems_reported_at_once() -> None:
         (("backend: kueue", "backend: slurm"), None),
         (("kind: TenantPolicy", "kind: TenantPolicy\nextra: 1"), "unknown field 'extra'"),
         (("slices: 1", "slices: 9"), "slices: must be less than or equal to 7"),
-        (("name: a\n", "name: A_\n"), "spec.tenants[0].name: String should match pattern"),
-        (("resource: nvidia.com/gpu\n", "resource: gpu\n"), "resource: String should match"),
+        (("name: a\n", "name: A_\n"), "spec.tenants[0].name: must be a DNS label"),
+        (
+            ("resource: nvidia.com/gpu\n", "resource: gpu\n"),
+            "resource: must be an extended resource name, <domain>/<name>, such as nvidia.com/gpu "
+            "(not 'gpu')",
+        ),
     ],
 )
 def test_each_error_rule(change: tuple[str, str], expected: str | None) -> None:

@@ -1,7 +1,9 @@
 """Every resource admission judges as a GPU is one the webhook registrations send: the CEL
-name check (`name.startsWith('nvidia.com/') || name.contains('/') && name.matches(P)`) and
-the walker (`podspec.is_gpu_resource`, `ungoverned_gpu_resource`) read one pattern. The CEL
-itself is compiled and run by the API server's compiler in e2e/test_match_conditions.py."""
+name check (`name.startsWith('nvidia.com/')
+|| name.startsWith('deviceclass.resource.kubernetes.io/')
+|| name.contains('/') && name.matches(P)`) and the walker (`podspec.is_gpu_resource`,
+`ungoverned_gpu_resource`) read one pattern. The CEL itself is compiled and run by the API
+server's compiler in e2e/test_match_conditions.py."""
 
 from __future__ import annotations
 
@@ -10,7 +12,7 @@ import re
 from hypothesis import given
 from hypothesis import strategies as st
 
-from quotaguard.kube.names import ACCELERATOR_PATTERN
+from quotaguard.kube.names import ACCELERATOR_PATTERN, DRA_EXTENDED_RESOURCE_PREFIX
 from quotaguard.kube.podspec import is_gpu_resource, ungoverned_gpu_resource
 from quotaguard.webhook.registrations import configuration
 
@@ -19,7 +21,7 @@ NO_CLASSES: frozenset[str] = frozenset()
 
 def sent_by_cel(name: str) -> bool:
     """The registrations' name check, read as CEL reads it (matches() is an RE2 search)."""
-    return name.startswith("nvidia.com/") or (
+    return name.startswith(("nvidia.com/", DRA_EXTENDED_RESOURCE_PREFIX)) or (
         "/" in name and re.search(ACCELERATOR_PATTERN, name) is not None
     )
 
@@ -34,6 +36,7 @@ def test_the_registrations_carry_the_pattern() -> None:
             expression = hook["matchConditions"][0]["expression"]
             if not hook["name"].startswith(("appwrappers", "pods-update", "resourceclaim")):
                 assert f"name.matches('{ACCELERATOR_PATTERN}')" in expression, hook["name"]
+                assert f"name.startsWith('{DRA_EXTENDED_RESOURCE_PREFIX}')" in expression
 
 
 NAMES = [
@@ -52,6 +55,9 @@ NAMES = [
     "aws.amazon.com/neuroncore",
     "google.com/tpu",
     "huawei.com/Ascend910",
+    # DRA extended resources a GPU DeviceClass serves implicitly
+    "deviceclass.resource.kubernetes.io/gpu.nvidia.com",
+    "deviceclass.resource.kubernetes.io/mig.nvidia.com",
 ]
 
 
@@ -66,6 +72,8 @@ _names = st.one_of(
     st.builds(lambda d, n: f"{d}/{n}", _segment, _segment),
     st.builds(lambda n: f"nvidia.com/{n}", _segment),
     st.builds(lambda n: f"nvidia.com/mig-{n}", _segment),
+    st.builds(lambda n: f"{DRA_EXTENDED_RESOURCE_PREFIX}{n}", _segment),
+    st.just(f"{DRA_EXTENDED_RESOURCE_PREFIX}mig.nvidia.com"),
     _segment,
 )
 

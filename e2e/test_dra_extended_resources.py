@@ -1,0 +1,161 @@
+"""DRA extended resources (beta in Kubernetes 1.36) on a real kube-apiserver: `nvidia.com/gpu: N`
+is rewritten to the extended resource a DeviceClass serves (its `extendedResourceName`, or the
+implicit `deviceclass.resource.kubernetes.io/<class>`), the API server stores the pod as
+rewritten, and the webhook creates no object (the API server's scheduler builds the claim).
+A pod asking for a served resource reaches the webhook through the shipped matchConditions
+(`deviceclass.resource.kubernetes.io/` names) and is judged as the claim it becomes.
+
+No DRA driver runs and no device is allocated: what is proven is what the API server accepts,
+stores and sends to the webhook.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from e2e.cluster import Cluster, QuotaguardServer
+
+RESEARCH = "dra-ext-research-e2e"  # tenant research: MIG slices only, rewritten to them
+TRAINING = "dra-ext-training-e2e"  # tenant training: H100s, rewritten to them
+IMPLICIT = "deviceclass.resource.kubernetes.io/"
+MIG_RESOURCE = "gpu.example.com/mig-1g"  # what the MIG DeviceClass declares
+QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+POLICY = f"""\
+apiVersion: quotaguard.dev/v1alpha1
+kind: TenantPolicy
+metadata: {{name: dra-extended-e2e}}
+spec:
+  gpuClasses:
+    - name: h100
+      memory: 80Gi
+      dra: {{deviceClassName: h100.nvidia.com, extendedResourceName: {IMPLICIT}h100.nvidia.com}}
+    - name: mig-1g
+      memory: 10Gi
+      slices: 1
+      dra: {{deviceClassName: mig-1g.nvidia.com, extendedResourceName: {MIG_RESOURCE}}}
+  tenants:
+    - name: research
+      namespaces: [{RESEARCH}]
+      allowedClasses: [mig-1g]
+      rewrite: [{{to: mig-1g}}]
+    - name: training
+      namespaces: [{TRAINING}]
+      allowedClasses: [h100]
+      rewrite: [{{to: h100}}]
+"""
+
+
+def device_class(name: str, condition: str, extended: str | None = None) -> dict[str, Any]:
+    spec: dict[str, Any] = {
+        "selectors": [{"cel": {"expression": f"device.driver == 'gpu.nvidia.com' && {condition}"}}]
+    }
+    if extended is not None:
+        spec["extendedResourceName"] = extended
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "DeviceClass",
+        "metadata": {"name": name},
+        "spec": spec,
+    }
+
+
+DEVICE_CLASSES = [
+    device_class("h100.nvidia.com", "device.attributes['gpu.nvidia.com'].productName == 'H100'"),
+    device_class(
+        "mig-1g.nvidia.com",
+        "device.attributes['gpu.nvidia.com'].profile == '1g.10gb'",
+        extended=MIG_RESOURCE,
+    ),
+    device_class("mig.nvidia.com", "device.attributes['gpu.nvidia.com'].type == 'mig'"),
+]
+
+
+def gpu_pod(name: str, namespace: str, resource: str, count: int = 1) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {
+            "containers": [
+                {
+                    "name": "main",
+                    "image": "registry.example/cuda:12",
+                    "resources": {"limits": {resource: str(count)}},
+                }
+            ]
+        },
+    }
+
+
+@pytest.fixture(scope="module")
+def served(
+    cluster: Cluster, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[QuotaguardServer]:
+    policy = tmp_path_factory.mktemp("dra-extended-policy") / "policy.yaml"
+    policy.write_text(POLICY)
+    for namespace in (RESEARCH, TRAINING):
+        cluster.create_namespace(namespace)
+    cluster.apply(DEVICE_CLASSES)
+    server = cluster.serve_quotaguard(
+        policy, components="webhook", args=["--webhook-read-dra"], name="qg-dra-extended-e2e"
+    )
+    try:
+        yield server
+    finally:
+        cluster.stop_quotaguard(server)
+        cluster.kubectl(
+            "delete", "namespace", RESEARCH, TRAINING, "--wait=false", "--ignore-not-found"
+        )
+        names = [c["metadata"]["name"] for c in DEVICE_CLASSES]
+        cluster.kubectl("delete", "deviceclass", *names, "--ignore-not-found")
+
+
+def refused(cluster: Cluster, obj: dict[str, Any]) -> str:
+    result = cluster.create(obj, check=False)
+    assert result.returncode != 0, f"admitted: {result.stdout[:2000]}"
+    return result.stderr
+
+
+def test_a_whole_gpu_is_rewritten_to_the_implicit_extended_resource_and_nothing_is_created(
+    cluster: Cluster, served: QuotaguardServer
+) -> None:
+    cluster.create(gpu_pod("whole", TRAINING, "nvidia.com/gpu", 2))
+    stored = cluster.get("pod", "whole", namespace=TRAINING)
+    assert stored["spec"]["containers"][0]["resources"]["limits"] == {
+        f"{IMPLICIT}h100.nvidia.com": "2"
+    }
+    assert "resourceClaims" not in stored["spec"]
+    assert stored["metadata"]["labels"][QUEUE_LABEL] == "training"
+    claims = cluster.get("resourceclaims", namespace=TRAINING)
+    assert claims["items"] == []
+
+
+def test_a_whole_gpu_is_rewritten_to_the_name_a_device_class_declares(
+    cluster: Cluster, served: QuotaguardServer
+) -> None:
+    cluster.create(gpu_pod("slice", RESEARCH, "nvidia.com/gpu"))
+    stored = cluster.get("pod", "slice", namespace=RESEARCH)
+    assert stored["spec"]["containers"][0]["resources"]["limits"] == {MIG_RESOURCE: "1"}
+    assert stored["metadata"]["labels"][QUEUE_LABEL] == "research"
+
+
+def test_an_implicit_extended_resource_of_a_forbidden_class_reaches_the_webhook_and_is_refused(
+    cluster: Cluster, served: QuotaguardServer
+) -> None:
+    # no nvidia.com/ key and no accelerator-like name: only the deviceclass prefix sends it
+    stderr = refused(cluster, gpu_pod("sneak", RESEARCH, f"{IMPLICIT}h100.nvidia.com"))
+    assert (
+        'denied the request: tenant "research": container "main" asks for '
+        f'{IMPLICIT}h100.nvidia.com: "1", served through DRA by DeviceClass "h100.nvidia.com", '
+        'which may get devices of class "h100", which the tenant does not allow'
+    ) in stderr
+
+
+def test_the_implicit_resource_of_a_gpu_device_class_no_class_names_is_refused(
+    cluster: Cluster, served: QuotaguardServer
+) -> None:
+    stderr = refused(cluster, gpu_pod("any-mig", TRAINING, f"{IMPLICIT}mig.nvidia.com"))
+    assert "an accelerator no GPU class" in stderr
