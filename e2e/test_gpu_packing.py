@@ -20,7 +20,15 @@ from typing import Any
 import pytest
 import yaml
 
-from e2e.cluster import REPO_ROOT, Cluster, Process, free_port, wait_until, whole_gpu_node
+from e2e.cluster import (
+    REPO_ROOT,
+    Cluster,
+    ClusterError,
+    Process,
+    free_port,
+    wait_until,
+    whole_gpu_node,
+)
 
 PROFILE = REPO_ROOT / "config" / "components" / "scheduler-profile" / "scheduler-config.yaml"
 PACKING = "quotaguard-gpu"
@@ -55,9 +63,13 @@ def run_profile(cluster: Cluster, workdir: Path) -> Process:
 
 
 @pytest.fixture(scope="module")
-def packing_cluster(cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+def packing_cluster(
+    cluster: Cluster, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Cluster]:
     if "kube-scheduler" not in cluster.processes:
-        pytest.skip("the shared cluster runs without kube-scheduler (QUOTAGUARD_E2E_NO_CONTROLLERS)")
+        pytest.skip(
+            "the shared cluster runs without kube-scheduler (QUOTAGUARD_E2E_NO_CONTROLLERS)"
+        )
     for group in ("spread", "pack", "webhook"):
         cluster.add_nodes(
             *(
@@ -122,7 +134,7 @@ def whole_node_fits(cluster: Cluster, group: str, scheduler: str | None) -> bool
     cluster.create(gpu_pod(name, group, GPUS_PER_NODE, scheduler), namespace=NAMESPACE)
     try:
         wait_until(lambda: node_of(cluster, name), timeout=20, what=f"pod {name} bound")
-    except Exception:  # noqa: BLE001 - unbound is the answer, not an error
+    except ClusterError:  # unbound is the answer
         return False
     return True
 

@@ -28,6 +28,7 @@ import yaml
 
 from quotaguard.policy.loader import load_policy_file
 from quotaguard.policy.model import TenantPolicy
+from quotaguard.policy.problems import PolicyInvalid
 
 ROOT = Path(__file__).resolve().parents[1]
 POLICY = ROOT / "config" / "policy.yaml"
@@ -114,7 +115,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         text = render(args.policy, scoring=args.scoring)
-    except Exception as error:  # noqa: BLE001 - a policy that does not load is a message
+    except (OSError, PolicyInvalid) as error:
         print(f"{args.policy}: {error}", file=sys.stderr)
         return 2
     current = args.out.read_text() if args.out.is_file() else None
