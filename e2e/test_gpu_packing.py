@@ -12,6 +12,8 @@ without a schedulerName to that profile.
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -153,6 +155,39 @@ def test_the_shipped_profile_packs_them_and_the_whole_node_pod_fits(
     placed = place_one_by_one(packing_cluster, "pack", PACKING)
     assert list(placed.values()) == [SMALL_PODS], f"not packed onto one node: {placed}"
     assert whole_node_fits(packing_cluster, "pack", PACKING)
+
+
+def test_plan_reports_the_live_fragmentation_of_each_placement(
+    packing_cluster: Cluster, tmp_path: Path
+) -> None:
+    """After the two tests above: spread, 18 GPUs free but 6 at most on a node (the whole-node
+    pod is still pending); packed, 10 free and a whole node of 8 among them."""
+    policy = {
+        "apiVersion": "quotaguard.dev/v1alpha1",
+        "kind": "TenantPolicy",
+        "metadata": {"name": "packing"},
+        "spec": {
+            "gpuClasses": [
+                {
+                    "name": group,
+                    "resource": "nvidia.com/gpu",
+                    "memory": "80Gi",
+                    "nodeSelector": {GROUP: group},
+                }
+                for group in ("spread", "pack")
+            ],
+        },
+    }
+    path = tmp_path / "policy.yaml"
+    path.write_text(yaml.safe_dump(policy))
+    argv = [sys.executable, "-m", "quotaguard", "plan", "--policy", str(path)]
+    argv += ["--kubeconfig", str(packing_cluster.kubeconfig), "-o", "json"]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=120, cwd=REPO_ROOT)
+    assert done.returncode == 0, done.stderr
+    rows = {row["name"]: row for row in json.loads(done.stdout)["fragmentation"]}
+    spread, packed = rows["spread"], rows["pack"]
+    assert (spread["free"], spread["largestFit"], spread["wholeNodesFree"]) == (18, 6, 0)
+    assert (packed["free"], packed["largestFit"], packed["wholeNodesFree"]) == (10, 8, 1)
 
 
 def test_the_webhook_sends_a_tenants_gpu_pods_to_the_packing_profile(
