@@ -58,6 +58,12 @@ def register(verbs: Any) -> None:
         "NodeResourcesFit strategies): spread (LeastAllocated, the default) or pack",
     )
     parser.add_argument(
+        "--no-scoring-comparison",
+        action="store_true",
+        help="skip replaying quotaguard's arm under the other scoring (by default it is run "
+        "both spread and packed, and the report recommends one: docs/packing.md)",
+    )
+    parser.add_argument(
         "--gpu-metrics",
         metavar="FILE",
         help="GPU telemetry (a dcgm-exporter scrape, or the JSON of a Prometheus query_range): "
@@ -167,6 +173,7 @@ def run(args: argparse.Namespace) -> int:
             preemption=PRESETS[args.preemption],
             scoring=args.scoring,
             progress=bar,
+            compare_scorings=not args.no_scoring_comparison,
         )
     finally:
         if bar is not None:

@@ -128,15 +128,10 @@ CLASS_FIELDS: Final = (
         "GPUs (or nodes, by a node condition) of the class out of capacity as faulty.",
         "faultyGpuCount",
     ),
-    QuotaField(
-        "quotaguard_class_free",
-        "Capacity per GPU class not requested by a bound pod, on nodes that count.",
-        "free",
-    ),
+    QuotaField("quotaguard_class_free", "Capacity per GPU class no bound pod requests.", "free"),
     QuotaField(
         "quotaguard_class_largest_fit",
-        "The most of a GPU class free on one node: the largest pod of the class that fits now "
-        "(below free: the free capacity is fragmented over nodes).",
+        "The most of a GPU class free on one node: the largest pod of it that fits now.",
         "largestFit",
     ),
 )

@@ -60,6 +60,8 @@ def result_json(simulation: Simulation) -> dict[str, Any]:
     }
     document["preemption"] = preemption_json(simulation.setup.preemption)
     document["scoring"] = simulation.setup.scoring
+    if simulation.scoring_comparison is not None:
+        document["scoringComparison"] = simulation.scoring_comparison.json()
     document["showback"] = simulation.showback()
     return document
 
@@ -106,6 +108,11 @@ def headline(simulation: Simulation) -> list[str]:
         f"{classes}",
         *_arm_lines(simulation),
         f"preemption, in every arm: {preemption_line(setup.preemption)}",
+        *(
+            [simulation.scoring_comparison.sentence()]
+            if simulation.scoring_comparison is not None
+            else []
+        ),
     ]
 
 
