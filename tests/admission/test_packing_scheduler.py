@@ -4,12 +4,14 @@ pods to the default, and validation accepts the profile's name."""
 
 from __future__ import annotations
 
+import copy
+
 import pytest
 
-from quotaguard.admission import make_review, review_offline, validate
+from quotaguard.admission import make_review, mutate, review_offline, validate
 from quotaguard.policy.loader import PolicyInvalid
 
-from .builders import container, gpu, jobset, pod, template
+from .builders import applied, container, gpu, jobset, of_kind, pod, template
 
 PACKING = {"schedulerName": "quotaguard-gpu"}
 
@@ -68,3 +70,24 @@ def test_validation_accepts_the_profile_and_still_refuses_another(packing):
 def test_a_policy_naming_a_packing_profile_under_volcano_is_refused(make_policy):
     with pytest.raises(PolicyInvalid, match="binpack"):
         make_policy(backend="volcano", scheduling=PACKING)
+
+
+def test_an_update_that_drops_the_packing_scheduler_gets_it_back(packing, make_policy):
+    """A Deployment applied again from its manifest (no schedulerName) keeps its pods on the
+    packing profile; a scheduler the user set themselves and then removed is not put back."""
+    manifest = of_kind("Deployment", template(gpu(1)))
+    stored = applied(manifest, mutate(packing, manifest, "training"))
+    pod_spec = stored["spec"]["template"]["spec"]
+    assert pod_spec["schedulerName"] == "quotaguard-gpu"
+    again = copy.deepcopy(stored)
+    del again["spec"]["template"]["spec"]["schedulerName"]
+    decision = mutate(packing, again, "training", operation="UPDATE", old_object=stored)
+    assert applied(again, decision)["spec"]["template"]["spec"]["schedulerName"] == "quotaguard-gpu"
+
+    own = make_policy(scheduling=PACKING, allowedSchedulers=["gang"])
+    written = of_kind("Deployment", template(gpu(1), schedulerName="gang"))
+    kept = applied(written, mutate(own, written, "training"))
+    dropped = copy.deepcopy(kept)
+    del dropped["spec"]["template"]["spec"]["schedulerName"]
+    decision = mutate(own, dropped, "training", operation="UPDATE", old_object=kept)
+    assert "schedulerName" not in applied(dropped, decision)["spec"]["template"]["spec"]
