@@ -178,3 +178,15 @@ def test_metrics_carry_free_and_largest_fit_in_units_and_gpus(report: dict) -> N
     assert samples[("quotaguard_class_largest_fit_gpus", "h100")] == 8
     assert samples[("quotaguard_class_largest_fit", "h100-1g.10gb")] == 14
     assert samples[("quotaguard_class_largest_fit_gpus", "h100-1g.10gb")] == pytest.approx(2)
+
+
+def test_the_reports_page_shows_free_and_the_largest_fit_per_class(report: dict) -> None:
+    from quotaguard.reports.report_page import render_report_page
+
+    page = render_report_page(report, [], now=0)
+    card = page[page.index("<h3>h100<") :]
+    card = card[: card.index("</div>")]
+    assert "<dt>free</dt><dd>25</dd>" in card
+    assert "<dt>largest fit on one node</dt><dd>8</dd>" in card
+    without = {**report, "fragmentation": []}
+    assert "largest fit on one node" not in render_report_page(without, [], now=0)
