@@ -4,9 +4,11 @@ A second kube-scheduler runs `config/components/scheduler-profile/scheduler-conf
 file `python -m tools.scheduler_profile` writes and the chart copies) beside the cluster's
 default one. On three kwok nodes of 8 GPUs each, six one-GPU pods go one node per two pods
 under the default profile, and all onto one node under `quotaguard-gpu`; afterwards a pod that
-needs a whole node's 8 GPUs finds a node only where the small pods were packed. Last, the
-webhook of a policy with `spec.scheduling.schedulerName` sends a tenant's GPU pods written
-without a schedulerName to that profile.
+needs a whole node's 8 GPUs finds a node only where the small pods were packed. `plan` and the
+controller (its report and /metrics) then show each placement's fragmentation: these tests run
+in file order, each on what the ones before left. Last, the webhook of a policy with
+`spec.scheduling.schedulerName` sends a tenant's GPU pods written without a schedulerName to
+that profile.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import urllib.request
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,6 +24,7 @@ from typing import Any
 
 import pytest
 import yaml
+from prometheus_client.parser import text_string_to_metric_families
 
 from e2e.cluster import (
     REPO_ROOT,
@@ -31,6 +35,7 @@ from e2e.cluster import (
     wait_until,
     whole_gpu_node,
 )
+from e2e.kueue import serve_controller
 
 PROFILE = REPO_ROOT / "config" / "components" / "scheduler-profile" / "scheduler-config.yaml"
 PACKING = "quotaguard-gpu"
@@ -157,11 +162,8 @@ def test_the_shipped_profile_packs_them_and_the_whole_node_pod_fits(
     assert whole_node_fits(packing_cluster, "pack", PACKING)
 
 
-def test_plan_reports_the_live_fragmentation_of_each_placement(
-    packing_cluster: Cluster, tmp_path: Path
-) -> None:
-    """After the two tests above: spread, 18 GPUs free but 6 at most on a node (the whole-node
-    pod is still pending); packed, 10 free and a whole node of 8 among them."""
+def group_classes_policy(tmp_path: Path) -> Path:
+    """A policy with one class per node group (told apart by their label)."""
     policy = {
         "apiVersion": "quotaguard.dev/v1alpha1",
         "kind": "TenantPolicy",
@@ -180,14 +182,55 @@ def test_plan_reports_the_live_fragmentation_of_each_placement(
     }
     path = tmp_path / "policy.yaml"
     path.write_text(yaml.safe_dump(policy))
-    argv = [sys.executable, "-m", "quotaguard", "plan", "--policy", str(path)]
-    argv += ["--kubeconfig", str(packing_cluster.kubeconfig), "-o", "json"]
-    done = subprocess.run(argv, capture_output=True, text=True, timeout=120, cwd=REPO_ROOT)
-    assert done.returncode == 0, done.stderr
-    rows = {row["name"]: row for row in json.loads(done.stdout)["fragmentation"]}
+    return path
+
+
+def assert_spread_and_packed(fragmentation: list[dict[str, Any]]) -> None:
+    """After the two tests above: spread, 18 GPUs free but 6 at most on a node (the whole-node
+    pod is still pending); packed, 10 free and a whole node of 8 among them."""
+    rows = {row["name"]: row for row in fragmentation}
     spread, packed = rows["spread"], rows["pack"]
     assert (spread["free"], spread["largestFit"], spread["wholeNodesFree"]) == (18, 6, 0)
     assert (packed["free"], packed["largestFit"], packed["wholeNodesFree"]) == (10, 8, 1)
+
+
+def test_plan_reports_the_live_fragmentation_of_each_placement(
+    packing_cluster: Cluster, tmp_path: Path
+) -> None:
+    argv = [sys.executable, "-m", "quotaguard", "plan", "--policy"]
+    argv += [str(group_classes_policy(tmp_path)), "--kubeconfig", str(packing_cluster.kubeconfig)]
+    done = subprocess.run(
+        [*argv, "-o", "json"], capture_output=True, text=True, timeout=120, cwd=REPO_ROOT
+    )
+    assert done.returncode == 0, done.stderr
+    assert_spread_and_packed(json.loads(done.stdout)["fragmentation"])
+
+
+def test_the_controller_reports_and_exports_the_same(
+    packing_cluster: Cluster, tmp_path: Path
+) -> None:
+    controller = serve_controller(
+        packing_cluster,
+        group_classes_policy(tmp_path),
+        pod_name="qg-packing-controller",
+        lease_namespace="packing-controller",
+    )
+    try:
+        report = wait_until(controller.report, timeout=60, what="the controller's first report")
+        assert_spread_and_packed(report["fragmentation"])
+        with urllib.request.urlopen(f"{controller.url}/metrics", timeout=5) as response:
+            metrics = response.read().decode()
+        assert 'quotaguard_class_largest_fit_gpus{class="spread"' in metrics
+        samples = {
+            (sample.name, sample.labels.get("class")): sample.value
+            for family in text_string_to_metric_families(metrics)
+            for sample in family.samples
+        }
+        assert samples[("quotaguard_class_free_gpus", "spread")] == 18
+        assert samples[("quotaguard_class_largest_fit_gpus", "spread")] == 6
+        assert samples[("quotaguard_class_largest_fit_gpus", "pack")] == 8
+    finally:
+        controller.process.stop()
 
 
 def test_the_webhook_sends_a_tenants_gpu_pods_to_the_packing_profile(
