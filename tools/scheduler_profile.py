@@ -118,15 +118,22 @@ def main(argv: list[str] | None = None) -> int:
     except (OSError, PolicyInvalid) as error:
         print(f"{args.policy}: {error}", file=sys.stderr)
         return 2
-    current = args.out.read_text() if args.out.is_file() else None
+    try:
+        current = args.out.read_text() if args.out.is_file() else None
+    except OSError:
+        current = None
     if args.check:
         if current != text:
             print(f"{args.out} is stale: run python -m tools.scheduler_profile", file=sys.stderr)
             return 1
         return 0
     if current != text:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(text)
+        try:
+            args.out.parent.mkdir(parents=True, exist_ok=True)
+            args.out.write_text(text)
+        except OSError as error:
+            print(f"{args.out}: cannot write: {error.strerror or error}", file=sys.stderr)
+            return 2
         print(f"wrote {args.out}")
     return 0
 

@@ -114,3 +114,12 @@ def test_the_second_scheduler_has_a_schedulers_grants_and_its_own_lease(
 @pytest.mark.parametrize("tool", TOOLS)
 def test_the_default_build_has_no_second_scheduler(renders: Renders, tool: str) -> None:
     assert find(renders(tool, []), "Deployment", "quotaguard-gpu-scheduler") == []
+
+
+def test_an_unwritable_output_is_a_message_not_a_traceback(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    blocked = tmp_path / "file"
+    blocked.write_text("")
+    assert scheduler_profile.main(["--out", str(blocked / "profile.yaml")]) == 2
+    assert "cannot write" in capsys.readouterr().err
