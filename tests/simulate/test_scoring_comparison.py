@@ -80,3 +80,21 @@ def arm(useful: float, fragmented: float, wait: float = 0.0) -> ScoringArm:
 )
 def test_recommendation(spread: ScoringArm, pack: ScoringArm, recommended: str) -> None:
     assert recommend(spread, pack)[0] == recommended
+
+
+def test_a_policy_that_sends_gpu_pods_to_the_packing_profile_is_simulated_packed(capsys, tmp_path):
+    policy = yaml.safe_load(Path(POLICY).read_text())
+    policy["spec"]["scheduling"] = {"schedulerName": "quotaguard-gpu"}
+    path = tmp_path / "policy.yaml"
+    path.write_text(yaml.safe_dump(policy))
+    argv = ["simulate", "--policy", str(path), "--trace", str(PACKING), "-o", "json"]
+    assert main(argv) == 0
+    packed = json.loads(capsys.readouterr().out)
+    assert packed["scoring"] == "MostAllocated"
+    assert (
+        packed["dynamic"]["usefulUtilization"]
+        == packed["scoringComparison"]["pack"]["usefulUtilization"]
+    )
+    assert main([*argv, "--scoring", "LeastAllocated"]) == 0  # said on the command line: kept
+    assert json.loads(capsys.readouterr().out)["scoring"] == "LeastAllocated"
+    assert simulate_json(capsys, PACKING)["scoring"] == "LeastAllocated"  # the sample: spread
