@@ -9,7 +9,6 @@ the recommendation follows useful utilisation, then the GPU-hours left fragmente
 
 from __future__ import annotations
 
-import time
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
@@ -66,7 +65,6 @@ class ScoringComparison:
     pack: ScoringArm
     recommended: Scoring
     reason: str
-    cpu_seconds: float  # of the extra replay
 
     def json(self) -> dict[str, Any]:
         return {
@@ -75,7 +73,6 @@ class ScoringComparison:
             "pack": self.pack.json(),
             "recommended": self.recommended,
             "reason": self.reason,
-            "cpuSeconds": round(self.cpu_seconds, 2),
         }
 
     def sentence(self) -> str:
@@ -126,13 +123,11 @@ def compare_scoring(
         return None
     other: Scoring = PACK if setup.scoring == SPREAD else SPREAD
     other_setup = replace(setup, scoring=other)
-    started = time.process_time()
     other_metrics = arm_metrics(other_setup, run_arm(other_setup, arm))
-    cpu = time.process_time() - started
     by_scoring = {
         setup.scoring: ScoringArm.of(setup.scoring, metrics[arm]),
         other: ScoringArm.of(other, other_metrics),
     }
     spread, pack = by_scoring[SPREAD], by_scoring[PACK]
     recommended, reason = recommend(spread, pack)
-    return ScoringComparison(arm, spread, pack, recommended, reason, cpu)
+    return ScoringComparison(arm, spread, pack, recommended, reason)

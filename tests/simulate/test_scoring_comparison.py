@@ -33,7 +33,6 @@ def test_packing_is_recommended_where_the_big_pod_would_wait_for_a_whole_node(ca
     assert pack["fragmentedGpuHours"] < spread["fragmentedGpuHours"]
     assert comparison["recommended"] == PACK
     assert comparison["reason"] == "25.0 points more useful utilisation"
-    assert comparison["cpuSeconds"] >= 0
 
 
 def test_the_comparison_is_the_same_whichever_scoring_the_arms_ran_with(capsys):
