@@ -7,7 +7,8 @@ A chart is installed from wherever it is copied to (`helm package`, a chart repo
 vendored directory), so charts/quotaguard holds real files, never links out of itself. The
 repository keeps one source of each: the webhook configurations (written by
 webhook/generate.py from the kind table), the alert rules and dashboard of the prometheus
-component and the sample policy. tests/deploy checks that each copy is its source.
+component, the sample policy and the GPU scheduler profile. tests/deploy checks that each
+copy is its source.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ COPIES: dict[str, str] = {
         "config/components/kueue-config/controller_manager_config.yaml"
     ),
     "policy.yaml": "config/policy.yaml",
+    "scheduler/scheduler-config.yaml": "config/components/scheduler-profile/scheduler-config.yaml",
 }
 
 

@@ -145,6 +145,7 @@ def _create(
         state.changes.extend(changes)
         if _gpu_template(view, claims):
             _stamp_template(view, tenant, changes, state, single_template=single_template)
+            _packing_scheduler(policy, view, state)
     _queue(policy, tenant, read, state)
     _provenance("/metadata", read.metadata, tenant, state.changes, state)
     return _decided(tenant, state)
@@ -474,6 +475,16 @@ def _queue(
             patch.set("/spec", "queue", tenant.queue)
         if spec.get("schedulerName") in (None, "", DEFAULT_SCHEDULER):
             patch.set("/spec", "schedulerName", VOLCANO_SCHEDULER)
+
+
+def _packing_scheduler(policy: TenantPolicy, view: TemplateView, state: _Mutation) -> None:
+    """Under Kueue, the GPU pods go to the scheduler profile that packs them
+    (`spec.scheduling.schedulerName`), unless the workload names a scheduler of its own."""
+    scheduling = policy.spec.scheduling
+    if policy.spec.backend != "kueue" or scheduling is None or not scheduling.scheduler_name:
+        return
+    if view.template.placeable and view.spec.get("schedulerName") in (None, "", DEFAULT_SCHEDULER):
+        state.patch.set(view.template.spec_pointer, "schedulerName", scheduling.scheduler_name)
 
 
 def _stamp_template(

@@ -91,7 +91,7 @@ def restore(
         changes += _restore_classes(view, old_view, patch)
         if old_view is not None:
             _restore_placement(policy, tenant, view, old_view, patch)
-            _restore_template_stamps(view, old_view, patch)
+            _restore_template_stamps(view, old_view, patch, _stamped_schedulers(policy))
     if old_object is not None:
         _restore_object_stamps(read, old_object, patch)
     return _restored(tenant, patch, changes)
@@ -165,8 +165,18 @@ def _restore_placement(
                     patch.set(f"{view.template.spec_pointer}/nodeSelector", key, value)
 
 
+def _stamped_schedulers(policy: TenantPolicy) -> tuple[str, ...]:
+    """The schedulers CREATE sets on pod templates: Volcano's, and the packing profile."""
+    scheduling = policy.spec.scheduling
+    packing = scheduling.scheduler_name if scheduling is not None else None
+    return (VOLCANO_SCHEDULER, packing) if packing else (VOLCANO_SCHEDULER,)
+
+
 def _restore_template_stamps(
-    view: TemplateView, old_view: TemplateView, patch: PatchBuilder
+    view: TemplateView,
+    old_view: TemplateView,
+    patch: PatchBuilder,
+    schedulers: tuple[str, ...],
 ) -> None:
     template = view.template
     if template.metadata_pointer != "/metadata":  # a Pod's metadata is the object's
@@ -178,7 +188,7 @@ def _restore_template_stamps(
             patch,
         )
     if template.placeable:
-        _restore_scheduler(template.spec_pointer, view.spec, old_view.spec, patch)
+        _restore_scheduler(template.spec_pointer, view.spec, old_view.spec, patch, schedulers)
 
 
 def _restore_object_stamps(
@@ -224,9 +234,14 @@ def _restore_keys(
 
 
 def _restore_scheduler(
-    pointer: str, spec: Mapping[str, Any], old_spec: Mapping[str, Any], patch: PatchBuilder
+    pointer: str,
+    spec: Mapping[str, Any],
+    old_spec: Mapping[str, Any],
+    patch: PatchBuilder,
+    schedulers: tuple[str, ...] = (VOLCANO_SCHEDULER,),
 ) -> None:
     """The scheduler CREATE set, where the update fell back to the default."""
     unset = spec.get("schedulerName") in _UNSET_SCHEDULERS
-    if unset and old_spec.get("schedulerName") == VOLCANO_SCHEDULER:
-        patch.set(pointer, "schedulerName", VOLCANO_SCHEDULER)
+    old = old_spec.get("schedulerName")
+    if unset and isinstance(old, str) and old in schedulers:
+        patch.set(pointer, "schedulerName", old)

@@ -524,7 +524,9 @@ def scheduler_refs(reading: Reading) -> list[SchedulerRef]:
 
 def allowed_schedulers(policy: TenantPolicy) -> tuple[str, ...]:
     own = VOLCANO_SCHEDULER if policy.spec.backend == "volcano" else DEFAULT_SCHEDULER
-    return tuple(dict.fromkeys([own, *policy.spec.allowed_schedulers]))
+    scheduling = policy.spec.scheduling
+    packing = [scheduling.scheduler_name] if scheduling and scheduling.scheduler_name else []
+    return tuple(dict.fromkeys([own, *packing, *policy.spec.allowed_schedulers]))
 
 
 def _schedulers(

@@ -4,10 +4,14 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from quotaguard.commands.common import dump, read_policy, stdin_twice
 from quotaguard.commands.showback_csv import write_showback_csv
+
+if TYPE_CHECKING:  # the verb's modules load when it runs, not when the CLI starts
+    from quotaguard.policy.model import TenantPolicy
+    from quotaguard.simulate.placement import Scoring
 
 PROGRESS_MIN_WORKLOADS = 5000  # shorter traces finish before a bar would be worth drawing
 BAR_WIDTH = 30
@@ -53,9 +57,17 @@ def register(verbs: Any) -> None:
     parser.add_argument(
         "--scoring",
         choices=("LeastAllocated", "MostAllocated"),
-        default="LeastAllocated",
+        default=None,
         help="how the simulated scheduler picks a node among those that fit (kube-scheduler's "
-        "NodeResourcesFit strategies): spread (LeastAllocated, the default) or pack",
+        "NodeResourcesFit strategies): spread (LeastAllocated, the default) or pack "
+        "(MostAllocated, the default when the policy sends GPU pods to the packing profile "
+        "with spec.scheduling.schedulerName)",
+    )
+    parser.add_argument(
+        "--no-scoring-comparison",
+        action="store_true",
+        help="skip replaying quotaguard's arm under the other scoring (by default it is run "
+        "both spread and packed, and the report recommends one: docs/packing.md)",
     )
     parser.add_argument(
         "--gpu-metrics",
@@ -147,6 +159,13 @@ def _inputs(args: argparse.Namespace) -> tuple[Any, Any] | int:
     return policy, trace
 
 
+def _policy_scoring(policy: TenantPolicy) -> Scoring:
+    """Pack when the policy's webhook sends GPU pods to the packing profile (Kueue only)."""
+    scheduling = policy.spec.scheduling
+    packs = scheduling is not None and bool(scheduling.scheduler_name)
+    return "MostAllocated" if packs and policy.spec.backend == "kueue" else "LeastAllocated"
+
+
 def run(args: argparse.Namespace) -> int:
     from quotaguard.simulate.preemption import PRESETS
     from quotaguard.simulate.simulation import simulate
@@ -165,8 +184,9 @@ def run(args: argparse.Namespace) -> int:
             trace,
             static_baseline=args.static,
             preemption=PRESETS[args.preemption],
-            scoring=args.scoring,
+            scoring=args.scoring or _policy_scoring(policy),
             progress=bar,
+            compare_scorings=not args.no_scoring_comparison,
         )
     finally:
         if bar is not None:

@@ -128,6 +128,12 @@ CLASS_FIELDS: Final = (
         "GPUs (or nodes, by a node condition) of the class out of capacity as faulty.",
         "faultyGpuCount",
     ),
+    QuotaField("quotaguard_class_free", "Capacity per GPU class no bound pod requests.", "free"),
+    QuotaField(
+        "quotaguard_class_largest_fit",
+        "The most of a GPU class free on one node: the largest pod of it that fits now.",
+        "largestFit",
+    ),
 )
 
 
@@ -233,11 +239,13 @@ def _class_families(
 ) -> list[GaugeMetricFamily]:
     per_class = {f.name: _pair(f.name, f.help, CLASS_LABELS) for f in CLASS_FIELDS}
     guaranteed = _configured_guarantees(report)
+    fragmentation = {row["name"]: row for row in report.get("fragmentation") or ()}
     for row in report.get("classes", ()):
         name = str(row["name"])
         facts = classes.get(name) or ClassFacts("", str(row.get("resource") or ""), 1.0)
         labels = [name, facts.flavor, str(row.get("resource") or facts.resource)]
         values = {
+            **fragmentation.get(name, {}),
             **row,
             "configuredGuarantee": guaranteed.get(name, 0.0),
             "faultyGpuCount": len(row.get("faultyGpus") or ()),

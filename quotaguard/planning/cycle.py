@@ -28,6 +28,11 @@ from quotaguard.quota.cluster import ClusterSnapshot, Node, Pod
 from quotaguard.quota.demand import ClassActivity, Demand, activity_of, demand_of
 from quotaguard.quota.dracapacity import snapshot_capacity
 from quotaguard.quota.drademand import dra_demand, with_dra_demand
+from quotaguard.quota.fragmentation import (
+    FragmentationRow,
+    class_fragmentation,
+    fragmentation_rows,
+)
 from quotaguard.quota.queues import QueueState, current_state
 from quotaguard.quota.quota_planner import Plan
 from quotaguard.quota.quota_report import QuotaReport, build_report
@@ -41,9 +46,11 @@ WEIGHT_HOLD_FRACTION = 0.05
 
 
 class CycleReport(QuotaReport):
-    """The report of one cycle: the quota report and the layout plan's `nodes`."""
+    """The report of one cycle: the quota report, the layout plan's `nodes` and each class's
+    `fragmentation` (free units against the largest request one node holds)."""
 
     nodes: list[LayoutRow]
+    fragmentation: list[FragmentationRow]
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,6 +135,7 @@ class Cycle:
     replanned: bool  # False: the inputs repeated and the last plan was kept
     seen: ClusterSeen
     at: float
+    policy: TenantPolicy
 
     @cached_property
     def report(self) -> CycleReport:
@@ -140,7 +148,12 @@ class Cycle:
             activity=self.seen.activity,
             telemetry=facts.summary() if facts is not None else None,
         )
-        return {**quota, "nodes": layout_rows(self.layouts)}
+        fragmentation = class_fragmentation(self.policy, self.seen.nodes, self.seen.pods)
+        return {
+            **quota,
+            "nodes": layout_rows(self.layouts),
+            "fragmentation": fragmentation_rows(fragmentation),
+        }
 
 
 def plan_cycle(
@@ -188,6 +201,7 @@ def plan_cycle(
         replanned=replanned,
         seen=seen,
         at=now,
+        policy=policy,
     )
 
 

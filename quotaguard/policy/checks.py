@@ -31,6 +31,9 @@ from quotaguard.policy.showbackchecks import check_showback
 _ACCELERATOR = re.compile(ACCELERATOR_PATTERN)
 
 
+_DEFAULT_SCHEDULERS = ("default-scheduler",)
+
+
 def _items(value: object) -> list[tuple[int, Mapping[str, Any]]]:
     if not isinstance(value, list):
         return []
@@ -79,7 +82,27 @@ def check_policy(document: Mapping[str, Any]) -> list[Problem]:
     problems += check_dra(spec)
     problems += check_kueue_resources(spec)
     problems += check_showback(spec)
+    problems += _scheduling(spec)
     return problems
+
+
+def _scheduling(spec: Mapping[str, Any]) -> Iterator[Problem]:
+    """The packing scheduler is stamped under Kueue only; Volcano's scheduler places its own."""
+    name = _map(spec.get("scheduling")).get("schedulerName")
+    if name and spec.get("backend") == "volcano":
+        yield Problem(
+            ("spec", "scheduling", "schedulerName"),
+            "the volcano backend sets schedulerName volcano on every GPU pod; a packing "
+            "profile belongs in Volcano's own scheduler configuration (binpack plugin): remove "
+            "spec.scheduling.schedulerName",
+        )
+    elif name and name in _DEFAULT_SCHEDULERS:
+        yield Problem(
+            ("spec", "scheduling", "schedulerName"),
+            f"{name!r} is the default profile, which spreads pods; name the profile of "
+            "tools/scheduler_profile.py (quotaguard-gpu) or leave schedulerName out",
+            "warning",
+        )
 
 
 def _duplicates(

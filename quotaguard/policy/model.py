@@ -447,6 +447,14 @@ class Showback(_Strict):
     currency: Annotated[str | None, BeforeValidator(_currency)] = None
 
 
+class Scheduling(_Strict):
+    """How the GPU pods quotaguard decides are placed: `schedulerName` names the kube-scheduler
+    profile that packs them (tools/scheduler_profile.py, docs/packing.md); the webhook sets it
+    on the pod templates of a tenant's GPU workloads under the Kueue backend."""
+
+    scheduler_name: Annotated[str | None, Field(pattern=DNS_SUBDOMAIN, max_length=253)] = None
+
+
 class Metadata(BaseModel):
     model_config = ConfigDict(extra="allow", frozen=True)
 
@@ -463,6 +471,7 @@ class PolicySpec(_Strict):
     rebalance: Rebalance = Field(default_factory=Rebalance)
     geometry: Geometry | None = None
     showback: Showback | None = None
+    scheduling: Scheduling | None = None
     # Usernames (`system:serviceaccount:NS:NAME`) of operators whose owner references admission
     # believes, besides kube-controller-manager's (see quotaguard.admission.owners).
     trusted_controllers: list[Annotated[str, Field(min_length=1)]] = Field(default_factory=list)

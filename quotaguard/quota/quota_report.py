@@ -258,6 +258,9 @@ CSV_COLUMNS = (
     "faultyGpus",
     "idleGpuHours",
     "idlePods",  # namespace/pod, separated by spaces
+    # the class's units free on counted nodes, and the most of them free on one node
+    "free",
+    "largestFit",
 )
 
 
@@ -272,6 +275,7 @@ def _cell_bool(value: object) -> str | None:
 def csv_rows(report: Mapping[str, Any]) -> list[list[str]]:
     """The report as a table: a header, then one row per tenant and class."""
     classes = {row["name"]: row for row in report["classes"]}
+    fragmentation = {row["name"]: row for row in report.get("fragmentation") or ()}
     rows = [list(CSV_COLUMNS)]
     for tenant in report["tenants"]:
         for row in tenant["classes"]:
@@ -309,6 +313,8 @@ def csv_rows(report: Mapping[str, Any]) -> list[list[str]]:
                 len(capacity.get("faultyGpus") or ()) if report.get("telemetry") else None,
                 row.get("idleGpuHours"),
                 " ".join(row["idlePods"]) if row.get("idlePods") is not None else None,
+                fragmentation.get(row["class"], {}).get("free"),
+                fragmentation.get(row["class"], {}).get("largestFit"),
             )
             rows.append([_cell(value) for value in values])
     return rows
@@ -354,6 +360,19 @@ def _telemetry_lines(report: Mapping[str, Any]) -> list[str]:
     return lines
 
 
+def _fragmentation_lines(report: Mapping[str, Any]) -> list[str]:
+    """A class whose free units would hold a whole node but no node holds one: fragmented."""
+    lines = []
+    for row in report.get("fragmentation") or ():
+        size, free, fits = row["nodeSize"], row["free"], row["largestFit"]
+        if size and free >= size > fits:
+            lines.append(
+                f"  {row['name']}: {free} free but at most {fits} on one node, no whole node "
+                f"({size}) free: {row['fragmented']} fragmented (docs/packing.md)"
+            )
+    return lines
+
+
 def _flavor_order_lines(report: Mapping[str, Any]) -> list[str]:
     """Which flavor Kueue tries first for the tenants whose lists leave it the choice."""
     lines = []
@@ -381,6 +400,7 @@ def format_table(report: Mapping[str, Any]) -> str:
         f"cohort {report['cohort']}  at {report['generatedAt']}",
         "",
     ]
+    fragmentation = {row["name"]: row for row in report.get("fragmentation") or ()}
     class_rows = [
         [
             row["name"],
@@ -389,14 +409,17 @@ def format_table(report: Mapping[str, Any]) -> str:
             str(row["heldOutside"]),
             str(row["distributable"]),
             str(len(row.get("faultyGpus") or ())),
+            _number(fragmentation.get(row["name"], {}).get("free")),
+            _number(fragmentation.get(row["name"], {}).get("largestFit")),
         ]
         for row in report["classes"]
     ]
     lines += _grid(
-        ["CLASS", "RESOURCE", "CAPACITY", "OUTSIDE", "DISTRIBUTABLE", "FAULTY"],
+        ["CLASS", "RESOURCE", "CAPACITY", "OUTSIDE", "DISTRIBUTABLE", "FAULTY", "FREE", "FITS"],
         class_rows,
-        right={2, 3, 4, 5},
+        right={2, 3, 4, 5, 6, 7},
     )
+    lines += _fragmentation_lines(report)
     lines += _telemetry_lines(report)
     lines.append("")
     rows = []

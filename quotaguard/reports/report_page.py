@@ -109,6 +109,8 @@ def _class_card(row: ClassSummary, telemetry: bool) -> str:
         ("usage", row.usage),
         *((("used", row.used), ("idle", row.idle)) if telemetry else ()),
         ("pending", row.pending),
+        *((("free", row.free),) if row.free is not None else ()),
+        *((("largest fit on one node", row.largest_fit),) if row.largest_fit is not None else ()),
     ]
     pairs = "".join(f"<dt>{escape(k)}</dt><dd>{escape(text(v))}</dd>" for k, v in figures)
     return (

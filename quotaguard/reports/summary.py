@@ -25,6 +25,9 @@ class ClassSummary:
     pending: float
     used: float | None  # None without GPU telemetry
     idle: float | None
+    # units free, and the most free on one node (None in a report without `fragmentation`)
+    free: float | None = None
+    largest_fit: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,7 +75,12 @@ def _changes(row: Mapping[str, Any]) -> int:
     return sum(1 for key in QUEUE_FIELDS if current.get(key) != row.get(key))
 
 
-def _class_summary(gpu_class: Mapping[str, Any], rows: Sequence[Mapping[str, Any]]) -> ClassSummary:
+def _class_summary(
+    gpu_class: Mapping[str, Any],
+    rows: Sequence[Mapping[str, Any]],
+    fragmentation: Mapping[str, Any] | None = None,
+) -> ClassSummary:
+    found = fragmentation or {}
     return ClassSummary(
         name=str(gpu_class.get("name")),
         resource=str(gpu_class.get("resource") or ""),
@@ -88,6 +96,8 @@ def _class_summary(gpu_class: Mapping[str, Any], rows: Sequence[Mapping[str, Any
         pending=sum(_number(r.get("pending")) for r in rows),
         used=_optional_sum([r.get("used") for r in rows]),
         idle=_optional_sum([r.get("idle") for r in rows]),
+        free=_optional_sum([found.get("free")]),
+        largest_fit=_optional_sum([found.get("largestFit")]),
     )
 
 
@@ -110,8 +120,12 @@ def cluster_summary(report: Mapping[str, Any]) -> ClusterSummary:
     by_class: dict[str, list[Mapping[str, Any]]] = {}
     for _, row in rows:
         by_class.setdefault(str(row.get("class")), []).append(row)
+    fragmentation = {str(f.get("name")): f for f in report.get("fragmentation") or ()}
     classes = tuple(
-        _class_summary(c, by_class.get(str(c.get("name")), [])) for c in report.get("classes") or ()
+        _class_summary(
+            c, by_class.get(str(c.get("name")), []), fragmentation.get(str(c.get("name")))
+        )
+        for c in report.get("classes") or ()
     )
     over = tuple(
         OverQuota(name, str(r.get("class")), _number(r.get("usage")), _number(r.get("nominal")))

@@ -20,6 +20,7 @@ from quotaguard.simulate.bound import bound_utilization
 from quotaguard.simulate.dra_hours import dra_json
 from quotaguard.simulate.placement import Scoring
 from quotaguard.simulate.preemption import PRESETS, SAMPLE_PRESET, Preemption
+from quotaguard.simulate.scoring_comparison import ScoringComparison, compare_scoring
 from quotaguard.simulate.trace import Trace
 
 # (arm being run, fraction of that arm done)
@@ -49,6 +50,8 @@ class Simulation:
     fluid_bound: float = 1.0  # the same if any GPU could serve any workload
     # per arm, the bound of the arms that run the pods as it does (written or admitted)
     arm_bounds: Mapping[ArmName, float] = field(default_factory=dict)
+    # quotaguard's arm under the other scheduler scoring too (spread against pack)
+    scoring_comparison: ScoringComparison | None = None
 
     @property
     def arms(self) -> tuple[ArmName, ...]:
@@ -139,9 +142,11 @@ def simulate(
     arms: Sequence[ArmName] = tuple(ARMS),
     scoring: Scoring = "LeastAllocated",
     progress: Progress | None = None,
+    compare_scorings: bool = False,
 ) -> Simulation:
     """Run admission on the trace once, then every arm (in `ARMS` order), all with the same
-    `preemption` on every queue and the same scheduler `scoring`."""
+    `preemption` on every queue and the same scheduler `scoring`; `compare_scorings` replays
+    quotaguard's arm under the other scoring too (scoring_comparison.py)."""
     cache = AdmissionCache()
     shared = setup(
         policy,
@@ -157,6 +162,7 @@ def simulate(
         runs[arm] = run_arm(shared, arm, progress=report)
     metrics = {arm: arm_metrics(shared, run) for arm, run in runs.items()}
     bound = bound_utilization(shared, runs)
+    comparison = compare_scoring(shared, runs, metrics) if compare_scorings else None
     return Simulation(
         policy,
         trace,
@@ -167,4 +173,5 @@ def simulate(
         bound=bound.utilization,
         fluid_bound=bound.fluid,
         arm_bounds=bound.arms,
+        scoring_comparison=comparison,
     )

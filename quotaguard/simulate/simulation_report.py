@@ -61,6 +61,8 @@ def result_json(simulation: Simulation) -> dict[str, Any]:
     }
     document["preemption"] = preemption_json(simulation.setup.preemption)
     document["scoring"] = simulation.setup.scoring
+    if simulation.scoring_comparison is not None:
+        document["scoringComparison"] = simulation.scoring_comparison.json()
     document["showback"] = simulation.showback()
     dra = simulation.dra()
     if dra is not None:
@@ -110,6 +112,11 @@ def headline(simulation: Simulation) -> list[str]:
         f"{classes}",
         *_arm_lines(simulation),
         f"preemption, in every arm: {preemption_line(setup.preemption)}",
+        *(
+            [simulation.scoring_comparison.sentence()]
+            if simulation.scoring_comparison is not None
+            else []
+        ),
     ]
 
 

@@ -121,6 +121,7 @@ CHART_VALUES = {
     "prometheus": "prometheus.enabled=true",
     "dra": "dra.enabled=true",
     "kueue-config": "kueueConfig.enabled=true",
+    "scheduler-profile": "gpuScheduler.enabled=true",
     "network-policy": "networkPolicy.enabled=true,networkPolicy.apiServerCIDRs={10.0.0.0/24}",
 }
 

@@ -51,6 +51,11 @@ def with_telemetry_faults_and_layouts(report: dict[str, Any]) -> None:
     row["faultyGpuCount"] = 1
     row["faultyGpus"] = [{"node": "gpu-1", "gpu": "0", "reason": "XID 79"}]
     report["nodes"] = [{"name": "gpu-1", "pool": "h100", "action": "keep"}]
+    # the planning cycle's fragmentation rows (quota/fragmentation.py)
+    report["fragmentation"] = [
+        {"name": c["name"], "resource": c["resource"], "free": 8, "largestFit": 8}
+        for c in report["classes"]
+    ]
 
 
 def exported_names() -> set[str]:

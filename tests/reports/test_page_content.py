@@ -139,6 +139,8 @@ def test_the_cluster_summary_comes_first_with_each_class_and_what_needs_a_look(r
         "used": "7.48",
         "idle": "4",
         "pending": "24",
+        "free": "25",
+        "largest fit on one node": "8",
     }
     assert list(cards(page)) == [c["name"] for c in report["classes"]]
     assert "h100-01 GPU 3: XID 79" in summary
