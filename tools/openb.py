@@ -14,7 +14,8 @@ What is kept and what is not:
   that the pods' mean GPU demand over the window is L of the GPUs kept (the model mix of the
   inventory is kept; 0.9: demand nearly fills the cluster), with `nvidia.com/gpu.product` =
   the trace's model name and its GPU count. On the models that carry sharing pods
-  (`--shared-models`), every `--shared-every`-th node is time-sliced 4 ways (`nvidia.com/gpu.shared`).
+  (`--shared-models`), every `--shared-every`-th node is time-sliced 4 ways
+  (`nvidia.com/gpu.shared`).
 - Pods: those that ask for GPUs, created within the `--days` days that end at the last
   creation (a window: the trace spans 149 days, most pods in the last 30). A pod asking a
   fraction of one GPU (`gpu_milli` < 1000) goes to its tenant's `-share` namespace, which the
