@@ -52,7 +52,12 @@ def distinct_arms(simulation: Simulation) -> list[tuple[str, str]]:
         else:
             twin.append(arm)
     return [
-        (arm, f"{arm} arm" if len(names) == 1 else f"{' and '.join(names)} arms (the same figures)")
+        (
+            arm,
+            f"{arm} arm"
+            if len(names) == 1
+            else f"{', '.join(names[:-1])} and {names[-1]} arms (the same figures)",
+        )
         for arm, names in found
     ]
 
