@@ -31,6 +31,8 @@ th{font-weight:600;background:#f5f7f9}
 .verdict{background:#f3f7fb;border-left:4px solid #2f6fb5;padding:.6em 1em .6em 2em;
 max-width:1100px}
 .verdict li{margin:.3em 0}
+.scroll{overflow-x:auto;max-width:100%}
+p.meta{overflow-wrap:anywhere}
 p.lead{font-size:1.15em;font-weight:600;max-width:1100px;margin:.4em 0 .6em}
 svg.lead{width:760px;max-width:100%;height:auto;border:1px solid #e3e7eb;border-radius:4px}
 .charts{display:flex;flex-wrap:wrap;gap:12px}
@@ -47,7 +49,8 @@ def _table(rows: list[list[str]]) -> str:
     body = "".join(
         "<tr>" + "".join(f"<td>{escape(cell)}</td>" for cell in row) + "</tr>" for row in rows[1:]
     )
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+    table = f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+    return f'<div class="scroll">{table}</div>'  # a wide table scrolls in its own box
 
 
 def _utilisation(series: Series) -> list[float]:
