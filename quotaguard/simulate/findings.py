@@ -175,11 +175,36 @@ def findings(simulation: Simulation) -> list[str]:
         said = " ".join(part(simulation))
         if part.__name__ == "bound":  # said per arm, as shares
             said = _bound_shares(simulation)
+        elif part.__name__ == "idle":  # the table is below: the reasons, biggest first
+            said = _idle_short(simulation)
         if said:
             found.append(said)
         if part.__name__ == "over_pool":
             found.extend(guarantees(simulation))
     return found
+
+
+def _idle_line(metrics: ArmMetrics) -> str:
+    kinds = sorted(IDLE_LABELS, key=lambda kind: -metrics.idle.get(kind, 0.0))
+    return (
+        ", ".join(
+            f"{gpu_hours(metrics.idle[k])} {IDLE_LABELS[k]}" for k in kinds if metrics.idle.get(k)
+        )
+        or "none"
+    )
+
+
+def _idle_short(simulation: Simulation) -> str:
+    arm = main_arm(simulation)
+    metrics = simulation.metrics[arm]
+    said = (
+        f"GPU-hours not kept busy in the {arm} arm: {gpu_hours(sum(metrics.idle.values()))} "
+        f"({_idle_line(metrics)})"
+    )
+    none = simulation.metrics.get("none")
+    if none is not None and arm != "none":
+        said += f"; without quotaguard {gpu_hours(sum(none.idle.values()))} ({_idle_line(none)})"
+    return said + "."
 
 
 def _bound_shares(simulation: Simulation) -> str:

@@ -15,6 +15,7 @@ from quotaguard.simulate.simulation import Simulation, simulate
 from quotaguard.simulate.simulation_page import render_html
 from quotaguard.simulate.simulation_report import render_text
 from quotaguard.simulate.trace import load_trace
+from quotaguard.simulate.words import IDLE_LABELS
 from tests.reports.browser import chromium_or_skip, layout_facts
 
 ROOT = Path(__file__).parents[2]
@@ -96,3 +97,15 @@ def test_in_a_browser_the_answer_is_on_the_first_screen(day, tmp_path, width):
     assert first["box"]["bottom"] <= facts["tables"][0]["box"]["top"]
     for chart in facts["charts"]:
         assert chart["box"]["right"] <= view and chart["titleFits"], chart
+
+
+def test_the_idle_finding_names_the_reasons_biggest_first(day):
+    [said] = [item for item in findings(day) if item.startswith("GPU-hours not kept busy")]
+    idle = day.metrics["geometry"].idle
+    ranked = [label for kind, label in sorted(
+        ((k, v) for k, v in IDLE_LABELS.items() if idle.get(k)), key=lambda kv: -idle[kv[0]]
+    )]  # fmt: skip
+    arm_part = said.split(";")[0]
+    assert [arm_part.index(label) for label in ranked] == sorted(
+        arm_part.index(label) for label in ranked
+    )
