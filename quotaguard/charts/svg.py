@@ -33,6 +33,10 @@ class Line:
     dashed: bool = False
     band: bool = False
     area: bool = False
+    # an explicit stroke-dasharray (overrides `dashed`), and where along it the line starts:
+    # lines that coincide, each dashed with gaps the others' dashes fill, stay all visible
+    dash: str = ""
+    dash_offset: float = 0.0
 
 
 def color(index: int) -> str:
@@ -164,7 +168,10 @@ def _stroke(line: Line) -> str:
     """The stroke attributes of a line, the same in the plot and in its legend key."""
     if line.band:
         return f'stroke-width="{BAND_WIDTH}" stroke-opacity="{BAND_OPACITY}"'
-    dash = ' stroke-dasharray="5 3"' if line.dashed else ""
+    pattern = line.dash or ("5 3" if line.dashed else "")
+    dash = f' stroke-dasharray="{escape(pattern)}"' if pattern else ""
+    if pattern and line.dash_offset:
+        dash += f' stroke-dashoffset="{line.dash_offset:g}"'
     return f'stroke-width="1.6"{dash}'
 
 

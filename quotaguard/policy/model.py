@@ -363,6 +363,9 @@ class Rebalance(_Strict):
     idle_demand: Literal["count", "discount"] = "count"
     idle_below: Percent = 5.0
     idle_for: Seconds = 1800.0
+    # Lend the guaranteed quota a tenant neither uses nor waits for (lendingLimit up to its
+    # nominal quota); the tenant takes it back by Kueue's reclaim when its demand returns.
+    lend_idle_guarantees: bool = False
 
 
 PERCENT = r"^([1-9][0-9]?|100)%$"

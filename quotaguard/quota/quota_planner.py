@@ -14,7 +14,9 @@ For each class, out of its distributable capacity D, in whole class units:
    baseline), except to restore invariants 1 (sum <= D: increases are held back first, then
    decreases go further) and 2 (guarantee <= nominal <= max).
 
-borrowingLimit = max - nominal (None without max); lendingLimit = nominal - guarantee.
+borrowingLimit = max - nominal (None without max); lendingLimit = nominal - guarantee, plus,
+with `rebalance.lendIdleGuarantees`, the part of the guarantee the tenant neither uses nor
+waits for (its smoothed demand): lent while idle, reclaimed by preemption when work returns.
 """
 
 from __future__ import annotations
@@ -56,6 +58,9 @@ class ClassPlan(NamedTuple):
     usage: int
     pending: int
     reason: str
+    # guaranteed units nobody of the tenant uses or waits for, lent to the cohort
+    # (`rebalance.lendIdleGuarantees`); the tenant reclaims them by preemption
+    lent_idle: int = 0
 
     @property
     def borrowing_limit(self) -> int | None:
@@ -63,7 +68,7 @@ class ClassPlan(NamedTuple):
 
     @property
     def lending_limit(self) -> int:
-        return self.nominal - self.guaranteed
+        return self.nominal - self.guaranteed + self.lent_idle
 
     @property
     def over_quota(self) -> bool:
@@ -328,9 +333,11 @@ def _plan_class(rows: _Class, rebalance: Rebalance) -> str:
     return rows.scaled
 
 
-def _class_plans(gpu_class: GpuClass, rows: _Class) -> Iterator[ClassPlan]:
+def _class_plans(gpu_class: GpuClass, rows: _Class, *, lend_idle: bool) -> Iterator[ClassPlan]:
     flavor, resource, class_name = gpu_class.flavor, gpu_class.resource, gpu_class.name
     for i, row_demand in enumerate(rows.demand):
+        wanted = row_demand.usage + row_demand.pending
+        idle = max(0, min(rows.guaranteed[i], rows.nominal[i]) - wanted) if lend_idle else 0
         yield ClassPlan(
             class_name,
             resource,
@@ -343,6 +350,7 @@ def _class_plans(gpu_class: GpuClass, rows: _Class) -> Iterator[ClassPlan]:
             row_demand.usage,
             row_demand.pending,
             _reason(rows, i),
+            idle,
         )
 
 
@@ -416,6 +424,7 @@ class Planner:
         per_tenant: list[list[ClassPlan]] = [[] for _ in participation.tenants]
         problems: list[str] = []
         capacities: list[ClassCapacity] = []
+        lend_idle = policy.spec.rebalance.lend_idle_guarantees
         for gpu_class in policy.spec.gpu_classes:
             class_name = gpu_class.name
             cap = capacity.get(class_name) or ClassCapacity(class_name, gpu_class.resource, 0, 0, 0)
@@ -433,7 +442,8 @@ class Planner:
             scaled = _plan_class(rows, policy.spec.rebalance)
             if scaled:
                 problems.append(f"{class_name}: {scaled}")
-            for index, row in zip(indexes, _class_plans(gpu_class, rows), strict=True):
+            plans = _class_plans(gpu_class, rows, lend_idle=lend_idle)
+            for index, row in zip(indexes, plans, strict=True):
                 per_tenant[index].append(row)
         return per_tenant, capacities, problems
 

@@ -30,6 +30,7 @@ from typing import Any
 from quotaguard.simulate.arm_replay import ArmRun, Setup
 from quotaguard.simulate.arms import ARMS, never_fits
 from quotaguard.simulate.arrivals import Arrival
+from quotaguard.simulate.guarantees import GuaranteeFigures, guarantee_figures
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,6 +76,8 @@ class ArmMetrics:
     idle: Mapping[str, float] = field(default_factory=dict)
     # node layout changes started (None: the arm never changes a layout)
     layout_changes: int | None = None
+    # what the tenants' guarantees were worth (guarantees.py)
+    guarantees: GuaranteeFigures = field(default_factory=GuaranteeFigures)
 
     @property
     def fragmented_gpu_seconds(self) -> float:
@@ -216,6 +219,9 @@ def arm_metrics(shared: Setup, run: ArmRun) -> ArmMetrics:
         plans=run.plans,
         idle=dict(run.series.idle),
         layout_changes=len(run.layout_changes) if run.name == "geometry" else None,
+        guarantees=guarantee_figures(
+            shared, run, arm.verdict if arm is not None else lambda arrival: arrival.verdict
+        ),
     )
 
 
@@ -252,5 +258,33 @@ def metrics_json(metrics: ArmMetrics) -> dict[str, Any]:
         "fragmentedGpuHours": round(metrics.fragmented_gpu_seconds / 3600, 2),
         "idleGpuHours": {kind: round(seconds / 3600, 2) for kind, seconds in metrics.idle.items()},
         **({} if metrics.layout_changes is None else {"layoutChanges": metrics.layout_changes}),
-        "tenants": {name: _outcome_json(row) for name, row in sorted(metrics.tenants.items())},
+        **guarantees_json(metrics.guarantees),
+        "tenants": {
+            name: {
+                **_outcome_json(row),
+                "fairGpuHours": round(
+                    metrics.guarantees.tenant_fair_gpu_seconds.get(name, 0.0) / 3600, 2
+                ),
+            }
+            for name, row in sorted(metrics.tenants.items())
+        },
+    }
+
+
+def guarantees_json(figures: GuaranteeFigures) -> dict[str, Any]:
+    return {
+        "guarantees": round(figures.kept, 4),
+        "guaranteeRestore": {
+            "p50": round(figures.restore_p50, 1),
+            "p95": round(figures.restore_p95, 1),
+            "episodes": figures.episodes,
+        },
+        "guaranteedWait": {
+            "mean": round(figures.guaranteed_mean_wait, 1),
+            "p95": round(figures.guaranteed_p95_wait, 1),
+            "workloads": figures.guaranteed_workloads,
+        },
+        "lentGpuHours": round(figures.lent_gpu_seconds / 3600, 2),
+        "weightedFairness": round(figures.weighted_fairness, 4),
+        "fairGpuHours": round(figures.fair_gpu_seconds / 3600, 2),
     }

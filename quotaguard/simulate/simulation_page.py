@@ -1,22 +1,23 @@
-"""The simulation as one self-contained HTML page: tables, the verdict and inline SVG charts."""
+"""The simulation as one self-contained HTML page that leads with the answer: one sentence
+and one chart (utilisation before and after quotaguard against the bound), the findings as a
+short list, then the detail tables and the charts over time."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from html import escape
 
 from quotaguard.charts.svg import Line, color, line_chart, stacked_chart
 from quotaguard.reports.showback_html import showback_section
 from quotaguard.simulate.arm_replay import Series
+from quotaguard.simulate.findings import findings, lead
+from quotaguard.simulate.page_lead import arm_dash, arm_lines, lead_chart
 from quotaguard.simulate.simulation import Simulation
 from quotaguard.simulate.simulation_report import (
     headline,
     idle_rows,
     summary_rows,
     tenant_rows,
-    verdict,
 )
-from quotaguard.simulate.verdict import BASELINES
 
 STYLE = """
 body{font:14px/1.45 system-ui,-apple-system,Segoe UI,sans-serif;margin:2em auto;max-width:1560px;
@@ -27,7 +28,13 @@ table{border-collapse:collapse;margin:.6em 0}
 td,th{padding:.25em .8em;border-bottom:1px solid #e3e7eb;text-align:right;white-space:nowrap}
 td:first-child,th:first-child{text-align:left}
 th{font-weight:600;background:#f5f7f9}
-.verdict{background:#f3f7fb;border-left:4px solid #2f6fb5;padding:.8em 1em;max-width:1100px}
+.verdict{background:#f3f7fb;border-left:4px solid #2f6fb5;padding:.6em 1em .6em 2em;
+max-width:1100px}
+.verdict li{margin:.3em 0}
+.scroll{overflow-x:auto;max-width:100%}
+p.meta{overflow-wrap:anywhere}
+p.lead{font-size:1.15em;font-weight:600;max-width:1100px;margin:.4em 0 .6em}
+svg.lead{width:760px;max-width:100%;height:auto;border:1px solid #e3e7eb;border-radius:4px}
 .charts{display:flex;flex-wrap:wrap;gap:12px}
 .charts svg{width:760px;max-width:100%;height:auto;border:1px solid #e3e7eb;border-radius:4px}
 svg .title{font:600 13px system-ui,sans-serif;fill:#1d232a}
@@ -42,7 +49,8 @@ def _table(rows: list[list[str]]) -> str:
     body = "".join(
         "<tr>" + "".join(f"<td>{escape(cell)}</td>" for cell in row) + "</tr>" for row in rows[1:]
     )
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+    table = f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+    return f'<div class="scroll">{table}</div>'  # a wide table scrolls in its own box
 
 
 def _utilisation(series: Series) -> list[float]:
@@ -51,14 +59,6 @@ def _utilisation(series: Series) -> list[float]:
         used / capacity if capacity else 0.0
         for used, capacity in zip(totals, series.capacity, strict=True)
     ] or [0.0] * len(series.times)
-
-
-def _arm_lines(simulation: Simulation, values: Callable[[Series], list[float]]) -> list[Line]:
-    """One line per arm; the baselines dashed."""
-    return [
-        Line(arm, values(simulation.runs[arm].series), color(index), dashed=arm in BASELINES)
-        for index, arm in enumerate(simulation.arms)
-    ]
 
 
 def _useful(series: Series) -> list[float]:
@@ -75,8 +75,8 @@ def _waiting(series: Series) -> list[float]:
 
 
 def _quota_charts(simulation: Simulation, colors: dict[str, str]) -> list[str]:
-    """Per class, each tenant's nominal quota in the arms whose quotas move (solid) beside
-    the static arm's hand-set ones (dashed)."""
+    """Per class, each tenant's nominal quota in the arms whose quotas move beside the static
+    arm's hand-set ones, each arm in its own dash."""
     moving = [arm for arm in simulation.arms if simulation.metrics[arm].plans]
     shown = [arm for arm in ("static", *moving) if arm in simulation.runs]
     times = simulation.runs[simulation.arms[-1]].series.times
@@ -87,7 +87,8 @@ def _quota_charts(simulation: Simulation, colors: dict[str, str]) -> list[str]:
             for arm in shown:
                 row = simulation.runs[arm].series.nominal.get(tenant, {}).get(gpu_class.name)
                 if row is not None:
-                    lines.append(Line(f"{tenant} {arm}", row, colors[tenant], arm == "static"))
+                    dash = arm_dash(simulation, arm)
+                    lines.append(Line(f"{tenant} {arm}", row, colors[tenant], dash=dash))
         if lines:
             found.append(
                 line_chart(
@@ -108,16 +109,16 @@ def charts(simulation: Simulation) -> list[tuple[str, list[str]]]:
     times = last.times
     over_time = [
         line_chart(
-            "GPU utilisation (share of capacity allocated), baselines dashed",
+            "GPU utilisation (share of capacity allocated)",
             times,
-            _arm_lines(simulation, _utilisation),
+            arm_lines(simulation, _utilisation),
             percent=True,
             top=1.0,
         ),
         line_chart(
-            "Useful utilisation (share of capacity kept busy), baselines dashed",
+            "Useful utilisation (share of capacity kept busy)",
             times,
-            _arm_lines(simulation, _useful),
+            arm_lines(simulation, _useful),
             percent=True,
             top=1.0,
         ),
@@ -136,7 +137,7 @@ def charts(simulation: Simulation) -> list[tuple[str, list[str]]]:
         for arm, series in ((arm, simulation.runs[arm].series) for arm in simulation.arms)
     ]
     waiting = line_chart(
-        "Workloads waiting, all tenants", times, _arm_lines(simulation, _waiting),
+        "Workloads waiting, all tenants", times, arm_lines(simulation, _waiting),
         y_label="workloads",
     )  # fmt: skip
     return [
@@ -150,12 +151,18 @@ def charts(simulation: Simulation) -> list[tuple[str, list[str]]]:
 def render_html(simulation: Simulation) -> str:
     lines = headline(simulation)
     title = f"quotaguard simulate: {simulation.policy.name}"
+    items = "".join(f"<li>{escape(said)}</li>" for said in findings(simulation))
     parts = [
         "<!DOCTYPE html>",
         '<html lang="en"><head><meta charset="utf-8">',
         '<meta name="viewport" content="width=device-width, initial-scale=1">',
         f"<title>{escape(title)}</title><style>{STYLE}</style></head><body>",
         f"<h1>{escape(title)}</h1>",
+        f'<p class="lead">{escape(lead(simulation))}</p>',
+        lead_chart(simulation),
+        "<h2>Findings</h2>",
+        f'<ul class="verdict">{items}</ul>',
+        "<h2>What was simulated</h2>",
         *(f'<p class="meta">{escape(line)}</p>' for line in lines[1:]),
         "<h2>Every arm side by side, and the bound</h2>",
         _table(summary_rows(simulation)),
@@ -163,7 +170,6 @@ def render_html(simulation: Simulation) -> str:
         _table(idle_rows(simulation)),
         "<h2>Per tenant</h2>",
         _table(tenant_rows(simulation)),
-        f'<p class="verdict">{escape(verdict(simulation))}</p>',
         showback_section(simulation.showback()),
     ]
     for section, svgs in charts(simulation):

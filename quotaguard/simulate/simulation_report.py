@@ -14,6 +14,7 @@ from quotaguard.quota.showback_report import format_lines
 from quotaguard.simulate.arm_metrics import ArmMetrics, Outcome, metrics_json
 from quotaguard.simulate.arms import ARMS
 from quotaguard.simulate.dra_hours import dra_lines
+from quotaguard.simulate.findings import findings, lead
 from quotaguard.simulate.preemption import PRESETS, SAMPLE_PRESET, Preemption, preset_name
 from quotaguard.simulate.simulation import Simulation
 from quotaguard.simulate.verdict import verdict
@@ -155,6 +156,12 @@ SUMMARY: tuple[tuple[str, Figure], ...] = (
     ("preempted", _overall(lambda o: count(o.preempted))),
     ("GPU-hours lost", _overall(lambda o: gpu_hours(o.lost_gpu_seconds))),
     ("denied", _overall(lambda o: count(o.denied))),
+    ("guarantees restored in 1 interval", lambda m: percent(m.guarantees.kept)),
+    ("p95 guarantee restore", lambda m: format_span(m.guarantees.restore_p95)),
+    ("guaranteed work mean wait", lambda m: format_span(m.guarantees.guaranteed_mean_wait)),
+    ("guaranteed GPU-hours lent", lambda m: gpu_hours(m.guarantees.lent_gpu_seconds)),
+    ("weighted fairness", lambda m: f"{m.guarantees.weighted_fairness:.3f}"),
+    ("fair GPU-hours", lambda m: gpu_hours(m.guarantees.fair_gpu_seconds)),
 )
 BOUNDED = {"GPU utilisation", "useful utilisation"}  # rows the bound caps
 
@@ -212,8 +219,17 @@ def tenant_rows(simulation: Simulation) -> list[list[str]]:
     return rows
 
 
+def finding_lines(simulation: Simulation) -> list[str]:
+    """The findings as a bulleted list, wrapped."""
+    lines = ["Findings:"]
+    for said in findings(simulation):
+        wrapped = wrap(said, width=94)
+        lines.extend([f"- {wrapped[0]}", *(f"  {line}" for line in wrapped[1:])])
+    return lines
+
+
 def render_text(simulation: Simulation) -> str:
-    lines = headline(simulation)
+    lines = [*wrap(lead(simulation)), "", *headline(simulation)]
     for rows, left in (
         (summary_rows(simulation), 1),
         (idle_rows(simulation), 1),
@@ -224,5 +240,5 @@ def render_text(simulation: Simulation) -> str:
     lines.extend(format_lines(simulation.showback()))
     lines.extend(dra_lines(simulation.dra()))
     lines.append("")
-    lines.extend(wrap(verdict(simulation)))
+    lines.extend(finding_lines(simulation))
     return "\n".join(lines) + "\n"

@@ -31,7 +31,38 @@ def quotaguard_arms(simulation: Simulation) -> list[str]:
     return [arm for arm in simulation.arms if arm not in BASELINES]
 
 
-def _main_arm(simulation: Simulation) -> str:
+def distinct_arms(simulation: Simulation) -> list[tuple[str, str]]:
+    """quotaguard's arms, each with how to name it: an arm whose figures are all those of an
+    earlier one is named with it ("dynamic and geometry arms, the same figures") and not
+    again."""
+    found: list[tuple[str, list[str]]] = []
+    for arm in quotaguard_arms(simulation):
+        metrics = simulation.metrics[arm]
+        twin = next(
+            (
+                names
+                for first, names in found
+                if simulation.metrics[first].overall == metrics.overall
+                and simulation.metrics[first].guarantees == metrics.guarantees
+            ),
+            None,
+        )
+        if twin is None:
+            found.append((arm, [arm]))
+        else:
+            twin.append(arm)
+    return [
+        (
+            arm,
+            f"{arm} arm"
+            if len(names) == 1
+            else f"{', '.join(names[:-1])} and {names[-1]} arms (the same figures)",
+        )
+        for arm, names in found
+    ]
+
+
+def main_arm(simulation: Simulation) -> str:
     """The arm the verdict tells about in detail: the last of quotaguard's (the most it
     does), or the last arm run."""
     return (quotaguard_arms(simulation) or list(simulation.arms))[-1]
@@ -45,7 +76,7 @@ def _over_none(none: Outcome, arm: str, outcome: Outcome) -> str:
     extra = (outcome.gpu_seconds - none.gpu_seconds) / HOUR
     more = f"{extra:,.0f} more" if extra >= 0 else f"{-extra:,.0f} fewer"
     return (
-        f"{percent(outcome.utilization)} in the {arm} arm "
+        f"{percent(outcome.utilization)} in the {arm} "
         f"({points(none.utilization, outcome.utilization)}, {more} GPU-hours of work run; "
         f"useful utilisation {percent(none.useful_utilization)} → "
         f"{percent(outcome.useful_utilization)}; p95 wait {format_span(none.p95_wait)} → "
@@ -59,7 +90,10 @@ def over_none(simulation: Simulation) -> Iterator[str]:
     ours = quotaguard_arms(simulation)
     if none is None or not ours:
         return
-    said = [_over_none(none.overall, arm, simulation.metrics[arm].overall) for arm in ours]
+    said = [
+        _over_none(none.overall, name, simulation.metrics[arm].overall)
+        for arm, name in distinct_arms(simulation)
+    ]
     yield (
         "Against no quotaguard (pods as written, whole GPUs; queues at their guarantees: "
         f"{percent(none.overall.utilization)} GPU utilisation), quotaguard reaches "
@@ -104,13 +138,13 @@ def over_pool(simulation: Simulation) -> Iterator[str]:
     pool = simulation.metrics.get("pool")
     if pool is None:
         return
-    for arm in quotaguard_arms(simulation):
+    for arm, name in distinct_arms(simulation):
         outcome = simulation.metrics[arm].overall
         gains, costs = versus_pool(pool.overall, outcome)
         sentence = (
             "Against hand-written quotas that keep the guarantees and put the rest of the "
             f"capacity in a shared cohort pool ({percent(pool.overall.utilization)}), the "
-            f"{arm} arm adds "
+            f"{name} {'adds' if name.endswith('arm') else 'add'} "
             + (" and ".join(gains) if gains else "nothing measurable")
             + ", at the cost of "
             + (" and ".join(costs) if costs else "nothing measurable")
@@ -125,7 +159,7 @@ def over_pool(simulation: Simulation) -> Iterator[str]:
 
 
 def bound(simulation: Simulation) -> Iterator[str]:
-    arm = _main_arm(simulation)
+    arm = main_arm(simulation)
     reached = simulation.metrics[arm].overall.utilization
     own = simulation.arm_bounds.get(arm, simulation.bound)
     share = f", {100 * reached / own:.0f}% of what its pods allow" if own else ""
@@ -153,7 +187,7 @@ def _idle_parts(metrics: ArmMetrics, words: dict[str, str]) -> tuple[float, str]
 
 def idle(simulation: Simulation) -> Iterator[str]:
     """Where the GPU-hours not kept busy went, in quotaguard's arm and without it."""
-    arm = _main_arm(simulation)
+    arm = main_arm(simulation)
     total, parts = _idle_parts(simulation.metrics[arm], IDLE_WORDS)
     yield f"The {gpu_hours(total)} GPU-hours not kept busy in the {arm} arm went to {parts}."
     none = simulation.metrics.get("none")
@@ -168,7 +202,7 @@ def _wait_change(before: Outcome, after: Outcome) -> str:
 
 def tenants(simulation: Simulation) -> Iterator[str]:
     """Whose waiting quotaguard's arm shortens or lengthens, against the first baseline."""
-    arm = _main_arm(simulation)
+    arm = main_arm(simulation)
     base = next((name for name in BASELINES if name in simulation.metrics), None)
     if base is None or base == arm:
         return
@@ -210,7 +244,7 @@ def preemption(simulation: Simulation) -> Iterator[str]:
             "workloads finish."
         )
         return
-    arm = _main_arm(simulation)
+    arm = main_arm(simulation)
     per_arm = ", ".join(
         f"{_evictions(metrics.overall)} in the {name} arm"
         for name, metrics in simulation.metrics.items()
@@ -246,7 +280,7 @@ def chance(simulation: Simulation) -> Iterator[str]:
 
 
 def capped(simulation: Simulation) -> Iterator[str]:
-    arm = _main_arm(simulation)
+    arm = main_arm(simulation)
     if arm not in quotaguard_arms(simulation):
         return
     for found in simulation.capped(arm)[:2]:
@@ -261,7 +295,7 @@ def capped(simulation: Simulation) -> Iterator[str]:
 def denials(simulation: Simulation) -> Iterator[str]:
     rules = simulation.denial_rules()
     if rules:
-        denied = simulation.metrics[_main_arm(simulation)].overall.denied
+        denied = simulation.metrics[main_arm(simulation)].overall.denied
         listed = ", ".join(f"{rule} x{n}" for rule, n in rules[:3])
         yield (
             f"{count(denied)} workloads were denied by admission ({listed}); they would "

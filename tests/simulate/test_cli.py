@@ -38,8 +38,9 @@ def test_the_sample_trace_prints_every_arm_side_by_side_and_a_verdict(day_run):
         assert any(line.startswith(label) for line in text.splitlines()), label
     for tenant in ("inference", "training", "notebooks"):
         assert re.search(rf"^{tenant}\s+utilisation(\s+\S+%){{5}}$", text, re.MULTILINE), tenant
+    assert text.startswith("With quotaguard (pool = dynamic = geometry) GPU utilisation is")
     said = " ".join(text.split("\n\n")[-2].split())
-    assert said.startswith("Against no quotaguard")
+    assert said.startswith("Findings: - Against no quotaguard")
     # the sample ClusterQueues reclaim: preemption is told for every arm
     assert any(line.startswith("preempted") for line in text.splitlines())
     assert "in the none arm" in said and "in the dynamic arm" in said
@@ -122,7 +123,7 @@ def test_by_default_every_arm_preempts_as_the_sample_cluster_queues_declare(caps
 def test_the_header_says_which_preemption_every_arm_ran_with(capsys):
     trace = str(ROOT / "tests" / "simulate" / "small.yaml")
     assert main(["simulate", "--policy", POLICY, "--trace", trace, "--preemption", "never"]) == 0
-    header = capsys.readouterr().out.split("\n\n")[0]
+    header = capsys.readouterr().out.split("\n\n")[1]  # after the lead sentence
     assert "preemption, in every arm: never" in header
     assert "the sample ClusterQueues declare reclaimWithinCohort Any" in header
 

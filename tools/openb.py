@@ -3,14 +3,19 @@ policy and trace, so `quotaguard simulate` replays production traffic.
 
 The CSVs stay upstream (github.com/alibaba/clusterdata, `cluster-trace-gpu-v2023/csv/`):
 
-    python bench/traces/openb.py --csv-dir DIR [--pods openb_pod_list_gpuspec33.csv]
-        [--node-every 3] [--days 7] --policy out-policy.yaml --trace out-trace.yaml
+    python -m tools.openb --csv-dir DIR [--pods openb_pod_list_gpuspec33.csv]
+        [--node-every 3 | --load 0.9] [--days 7] --policy out-policy.yaml --trace out-trace.yaml
+
+The CSVs are not in this repository: keep them in a cache (e.g. ~/.cache/quotaguard-traces/openb).
 
 What is kept and what is not:
 - Nodes: every `--node-every`-th GPU node of `openb_node_list_gpu_node.csv` (3: a third of the
-  inventory, so demand contends), with `nvidia.com/gpu.product` = the trace's model name and
-  its GPU count. On the models that carry sharing pods (`--shared-models`), every
-  `--shared-every`-th node is time-sliced 4 ways (`nvidia.com/gpu.shared`).
+  inventory, so demand contends), or with `--load L` an evenly spaced share of them sized so
+  that the pods' mean GPU demand over the window is L of the GPUs kept (the model mix of the
+  inventory is kept; 0.9: demand nearly fills the cluster), with `nvidia.com/gpu.product` =
+  the trace's model name and its GPU count. On the models that carry sharing pods
+  (`--shared-models`), every `--shared-every`-th node is time-sliced 4 ways
+  (`nvidia.com/gpu.shared`).
 - Pods: those that ask for GPUs, created within the `--days` days that end at the last
   creation (a window: the trace spans 149 days, most pods in the last 30). A pod asking a
   fraction of one GPU (`gpu_milli` < 1000) goes to its tenant's `-share` namespace, which the
@@ -50,14 +55,18 @@ def _model_class(model: str) -> str:
 
 
 def _nodes(
-    path: Path, every: int, shared_models: set[str], shared_every: int
+    path: Path, keep: float, shared_models: set[str], shared_every: int
 ) -> list[dict[str, Any]]:
+    """An evenly spaced share `keep` (0 < keep <= 1) of the GPU nodes, in file order."""
     nodes = []
     seen: Counter[str] = Counter()
+    owed = 1.0 - keep  # the first node is kept
     with path.open() as handle:
-        for index, row in enumerate(csv.DictReader(handle)):
-            if index % every:
+        for row in csv.DictReader(handle):
+            owed += keep
+            if owed < 1.0 - 1e-9:
                 continue
+            owed -= 1.0
             model, gpus = row["model"], int(row["gpu"])
             labels = {"nvidia.com/gpu.product": model}
             seen[model] += 1
@@ -69,6 +78,21 @@ def _nodes(
                 node["allocatable"] = {"nvidia.com/gpu": str(gpus)}
             nodes.append(node)
     return nodes
+
+
+def _inventory_gpus(path: Path) -> int:
+    with path.open() as handle:
+        return sum(int(row["gpu"]) for row in csv.DictReader(handle))
+
+
+def _mean_demand(workloads: list[dict[str, Any]], horizon: float) -> float:
+    """GPUs asked on average over the window; a shared pod asks one replica of a GPU."""
+    seconds = 0.0
+    for item in workloads:
+        gpus = int(item["pod"]["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"])
+        share = 1.0 / SHARED_REPLICAS if item["namespace"].endswith("-share") else float(gpus)
+        seconds += share * min(item["duration"], horizon - item["at"])
+    return seconds / horizon if horizon else 0.0
 
 
 def _pods(path: Path, days: float) -> list[dict[str, str]]:
@@ -200,7 +224,14 @@ def main() -> None:
     )
     parser.add_argument("--csv-dir", type=Path, required=True)
     parser.add_argument("--pods", default="openb_pod_list_gpuspec33.csv")
-    parser.add_argument("--node-every", type=int, default=3)
+    parser.add_argument("--node-every", type=int, default=3, help="keep every Nth GPU node")
+    parser.add_argument(
+        "--load",
+        type=float,
+        default=None,
+        help="instead of --node-every, keep as many nodes as make the mean GPU demand this "
+        "share of them (0.9: demand nearly fills the cluster)",
+    )
     parser.add_argument("--shared-models", default="T4,G2")
     parser.add_argument("--shared-every", type=int, default=3)
     parser.add_argument("--days", type=float, default=150.0, help="the window (default: all)")
@@ -213,22 +244,30 @@ def main() -> None:
     parser.add_argument("--policy", type=Path, required=True)
     parser.add_argument("--trace", type=Path, required=True)
     args = parser.parse_args()
-    nodes = _nodes(
-        args.csv_dir / "openb_node_list_gpu_node.csv",
-        args.node_every,
-        set(filter(None, args.shared_models.split(","))),
-        args.shared_every,
-    )
+    node_list = args.csv_dir / "openb_node_list_gpu_node.csv"
     rows = _pods(args.csv_dir / args.pods, args.days)
+    if args.load is not None and not 0 < args.load <= 10:
+        parser.error(f"--load {args.load:g}: a share of the GPUs kept, above 0 (at most 10)")
+    if args.node_every < 1:
+        parser.error(f"--node-every {args.node_every}: at least 1")
+    if not rows:
+        parser.error(f"no GPU pods in the last {args.days:g} days of {args.pods}")
     start = min(int(row["creation_time"]) for row in rows)
     span = max(int(row["creation_time"]) for row in rows) - start
     horizon = span / args.speedup
     workloads = [_workload(row, start, horizon, args.speedup) for row in rows]
     workloads.sort(key=lambda item: item["at"])
+    keep = 1.0 / args.node_every
+    if args.load is not None:
+        keep = min(1.0, _mean_demand(workloads, horizon) / args.load / _inventory_gpus(node_list))
+    shared_models = set(filter(None, args.shared_models.split(",")))
+    nodes = _nodes(node_list, keep, shared_models, args.shared_every)
+    sizing = f"{keep:.0%} of the GPU nodes"
+    if args.load is not None:
+        sizing += f", sized so that demand is {args.load:g} of them"
     description = (
         f"Alibaba cluster-trace-gpu-v2023 ({args.pods}): {len(workloads)} GPU pods of the last "
-        f"{args.days:g} days, arrivals {args.speedup:g}x faster, on every {args.node_every}th GPU "
-        f"node ({len(nodes)} nodes)"
+        f"{args.days:g} days, arrivals {args.speedup:g}x faster, on {sizing} ({len(nodes)} nodes)"
     )
     trace = {
         "description": description,
