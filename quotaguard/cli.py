@@ -16,7 +16,7 @@ from typing import Any, NoReturn
 
 from quotaguard import __version__
 
-VERBS = ("validate", "review", "test", "plan", "serve", "simulate", "certs")
+VERBS = ("validate", "review", "test", "plan", "serve", "simulate", "trace", "certs")
 
 
 class UsageError(Exception):
