@@ -28,7 +28,7 @@ def register(verbs: Any) -> None:
         help="build a simulate trace from a cluster's history (Prometheus)",
         description="Build a trace for `quotaguard simulate` from a cluster's own history.",
     )
-    sources = parser.add_subparsers(dest="source", required=True, metavar="SOURCE")
+    sources = parser.add_subparsers(dest="source", required=True)
     prometheus = sources.add_parser(
         "from-prometheus",
         formatter_class=HelpWithDefaults,
@@ -77,6 +77,10 @@ def _seconds(text: str) -> float:
     return parse_duration(text)
 
 
+class _NoZone(ValueError):
+    """A time without a zone: which one was meant is a guess quotaguard does not make."""
+
+
 def _instant(text: str, now: float) -> float:
     if text == "now":
         return now
@@ -86,7 +90,7 @@ def _instant(text: str, now: float) -> float:
         pass
     moment = datetime.fromisoformat(text)
     if moment.tzinfo is None:
-        raise ValueError(f"{text}: give a time zone (Z or +01:00)")
+        raise _NoZone(f"{text}: give a time zone (Z or +01:00)")
     return moment.timestamp()
 
 
@@ -101,6 +105,8 @@ def _range(args: argparse.Namespace) -> Any:
         raise ValueError(f"--end: {exc}") from None
     try:
         start = _instant(args.start, end)
+    except _NoZone as exc:
+        raise ValueError(f"--start: {exc}") from None
     except ValueError:
         try:
             start = end - _seconds(args.start)
