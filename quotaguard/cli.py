@@ -16,7 +16,7 @@ from typing import Any, NoReturn
 
 from quotaguard import __version__
 
-VERBS = ("validate", "review", "test", "plan", "serve", "simulate", "certs")
+VERBS = ("validate", "review", "test", "plan", "serve", "simulate", "trace", "certs")
 
 
 class UsageError(Exception):
@@ -51,11 +51,24 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _subparser(parser: argparse.ArgumentParser, verb: str) -> argparse.ArgumentParser | None:
-    for action in parser._actions:
-        if isinstance(action, argparse._SubParsersAction):
-            found: argparse.ArgumentParser | None = action.choices.get(verb)
-            return found
-    return None
+    """The parser of `verb`, or of `verb source` (`trace from-prometheus`)."""
+    found = parser
+    for word in verb.split():
+        actions = [a for a in found._actions if isinstance(a, argparse._SubParsersAction)]
+        below: argparse.ArgumentParser | None = actions[0].choices.get(word) if actions else None
+        if below is None:
+            return None
+        found = below
+    return found
+
+
+def _verb_of(parser: argparse.ArgumentParser, words: Sequence[str]) -> str | None:
+    """The verb the words name, with its source when the verb has sources and one is named."""
+    if not words or words[0] not in VERBS:
+        return None
+    if len(words) > 1 and _subparser(parser, f"{words[0]} {words[1]}") is not None:
+        return f"{words[0]} {words[1]}"
+    return words[0]
 
 
 def _unknown_flags(
@@ -101,12 +114,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     if message is not None:
         print(message, file=sys.stderr)
         return 2
-    verb = words[0] if words[0] in VERBS else None
+    verb = _verb_of(parser, words)
     try:
         args, extra = parser.parse_known_args(words)
     except UsageError as exc:
         # A misspelt flag explains a missing required one better than argparse does.
-        unknown = _unknown_flags(parser, verb, words[1:])
+        unknown = _unknown_flags(parser, verb, words[len(verb.split()) if verb else 1 :])
         if unknown:
             print(unknown_flag_message(parser, verb, unknown), file=sys.stderr)
         else:

@@ -224,21 +224,23 @@ class _Replay:
         """Place what was admitted, highest priority first, then in admission order. A gang
         that found no nodes is not tried again in the same pass: placing others only takes
         GPUs away."""
-        released = self.cluster.released
-        order = sorted(
-            self.placing.values(),
-            key=lambda w: (-w.priority, w.admitted_at or 0.0, w.id),
-        )
+        released, failed_at = self.cluster.released, self.failed_at
+        # nothing was freed since these last failed: they are not tried (nor sorted)
+        order = [w for w in self.placing.values() if failed_at.get(w.id) != released]
+        if not order:
+            return
+        order.sort(key=lambda w: (-w.priority, w.admitted_at or 0.0, w.id))
         failed: set[Gang] = set()
+        failed_ids: set[int] = set()  # the same gang objects: no hashing of their pods
         for workload in order:
             ident = workload.id
-            if self.failed_at.get(ident) == released:
-                continue  # nothing was freed since it last failed
-            gang = self.verdicts[ident].gang_of(workload.request)
-            assignment = None if gang in failed else self.cluster.place(gang)
+            gang = self.waiting[ident]  # what `admit` put there: the gang of its request
+            tried = id(gang) in failed_ids or gang in failed
+            assignment = None if tried else self.cluster.place(gang)
             if assignment is None:
                 failed.add(gang)
-                self.failed_at[ident] = released
+                failed_ids.add(id(gang))
+                failed_at[ident] = released
                 self.run.unplaceable.add(ident)
                 continue
             del self.placing[ident]

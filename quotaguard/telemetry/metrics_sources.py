@@ -213,6 +213,12 @@ class PrometheusClient:
         )
         return parse_query_response(document, source=self.url, at=end)
 
+    def query_range(self, expr: str, start: float, end: float, step: float) -> object:
+        """The JSON answer of one range query of any expression; `QueryRefused` when
+        Prometheus refuses it (a smaller range may be answered), `TelemetryError` otherwise."""
+        params = {"query": expr, "start": f"{start:.3f}", "end": f"{end:.3f}", "step": f"{step:g}"}
+        return self._get("/api/v1/query_range", params)
+
     def instant_query(self, at: float) -> GpuMetrics:
         """The latest sample of every series at `at` (one point each)."""
         document = self._get("/api/v1/query", {"query": QUERY, "time": f"{at:.3f}"})
