@@ -30,6 +30,7 @@ from quotaguard.kube.names import GPU_RESOURCE, MIG_PREFIX, SHARED_GPU_RESOURCE
 from quotaguard.kube.quantity import QuantityError, format_bytes, format_duration, parse_duration
 from quotaguard.kube.quantity import parse_quantity as _parse_quantity
 from quotaguard.policy.catalogue import whole_gpu_slices
+from quotaguard.policy.fleet import Fleet
 from quotaguard.policy.gpumodels import gpu_model
 
 API_VERSION = "quotaguard.dev/v1alpha1"
@@ -440,6 +441,8 @@ class PolicySpec(_Strict):
     rebalance: Rebalance = Field(default_factory=Rebalance)
     geometry: Geometry | None = None
     showback: Showback | None = None
+    # worker clusters of a MultiKueue fleet; tenants' quotas then hold for the whole fleet
+    fleet: Fleet | None = None
     # Usernames (`system:serviceaccount:NS:NAME`) of operators whose owner references admission
     # believes, besides kube-controller-manager's (see quotaguard.admission.owners).
     trusted_controllers: list[Annotated[str, Field(min_length=1)]] = Field(default_factory=list)
