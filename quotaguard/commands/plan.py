@@ -44,6 +44,12 @@ def register(verbs: Any) -> None:
         "stdin",
     )
     source.add_argument(
+        "--fleet-snapshot",
+        metavar="DIR",
+        help="plan the policy's fleet (spec.fleet) from a directory of snapshots: manager.yaml "
+        "and one <cluster>.yaml per worker; a worker without one is unreachable",
+    )
+    source.add_argument(
         "--kubeconfig",
         metavar="K",
         help="read the cluster with this kubeconfig; without --snapshot or --kubeconfig the "
@@ -265,6 +271,10 @@ def run(args: argparse.Namespace) -> int:
     policy = read_policy(args.policy)
     if isinstance(policy, int):
         return policy
+    if args.fleet_snapshot:
+        from quotaguard.commands.plan_fleet import run_fleet
+
+        return run_fleet(args, policy)
     source = args.snapshot or args.kubeconfig or "the cluster"
     api: Any = None
     try:

@@ -83,7 +83,9 @@ def _per_cluster(fleet: Mapping[str, Any], spec: Mapping[str, Any]) -> Iterator[
     guarantees: dict[tuple[str, str], int] = {}
     clusters = fleet.get("clusters")
     for index, cluster in enumerate(clusters if isinstance(clusters, list) else []):
-        for path, message, tenant, quota in _cluster_tenants(index, _map(cluster), tenants, classes):
+        for path, message, tenant, quota in _cluster_tenants(
+            index, _map(cluster), tenants, classes
+        ):
             if message:
                 yield Problem(path, message)
                 continue
