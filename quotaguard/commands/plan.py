@@ -262,6 +262,15 @@ def _with_operator_configs(args: argparse.Namespace, policy: Any, api: Any, snap
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.fleet_snapshot:
+        from quotaguard.commands.plan_fleet import run_fleet
+
+        policy = read_policy(args.policy)
+        return policy if isinstance(policy, int) else run_fleet(args, policy)
+    return _run_cluster(args)
+
+
+def _run_cluster(args: argparse.Namespace) -> int:
     from quotaguard.planning.cycle import plan_cycle, seen_in_snapshot
     from quotaguard.quota.cluster import SnapshotError, load_snapshot, parse_objects
     from quotaguard.quota.showback_report import snapshot_showback
@@ -271,10 +280,6 @@ def run(args: argparse.Namespace) -> int:
     policy = read_policy(args.policy)
     if isinstance(policy, int):
         return policy
-    if args.fleet_snapshot:
-        from quotaguard.commands.plan_fleet import run_fleet
-
-        return run_fleet(args, policy)
     source = args.snapshot or args.kubeconfig or "the cluster"
     api: Any = None
     try:

@@ -22,7 +22,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from quotaguard.policy.fleet import Fleet
-from quotaguard.policy.model import TenantPolicy
+from quotaguard.policy.model import ClassQuota, Tenant, TenantPolicy
 from quotaguard.quota.fill import apportion, water_fill
 from quotaguard.quota.quota_planner import quota_of
 
@@ -156,64 +156,70 @@ def _place_all(
     return left
 
 
+def _members(policy: TenantPolicy, class_name: str) -> list[tuple[Tenant, ClassQuota]]:
+    """The tenants that may use the class, by name, with their fleet quota of it."""
+    return [
+        (tenant, quota)
+        for tenant in sorted(policy.spec.tenants, key=lambda t: t.name)
+        if (quota := quota_of(tenant, class_name)) is not None
+    ]
+
+
+def _work(
+    policy: TenantPolicy, class_name: str, names: Sequence[str], workers: Sequence[WorkerState]
+) -> tuple[_Class, dict[str, dict[str, int]]]:
+    """The class's placement, empty, and each tenant's per-cluster guarantees."""
+    fleet = policy.spec.fleet or NO_FLEET
+    terms = {
+        (t, w.name): _cluster_terms(fleet, t, class_name, w.name) for t in names for w in workers
+    }
+    room = {w.name: w.capacity.get(class_name, 0) for w in workers}
+    work = _Class(class_name, room, {key: cap for key, (_, cap) in terms.items()})
+    return work, {t: {w.name: terms[(t, w.name)][0] for w in workers} for t in names}
+
+
 def _split_class(
     policy: TenantPolicy,
     class_name: str,
     workers: Sequence[WorkerState],
     pending: TenantUnits,
-) -> tuple[list[TenantTotal], dict[tuple[str, str], int], list[str]]:
-    fleet = policy.spec.fleet or NO_FLEET
-    members = [
-        (tenant, quota)
-        for tenant in sorted(policy.spec.tenants, key=lambda t: t.name)
-        if (quota := quota_of(tenant, class_name)) is not None
-    ]
-    tenants = [tenant for tenant, _ in members]
-    quotas = [quota for _, quota in members]
-    capacity = sum(w.capacity.get(class_name, 0) for w in workers)
-    names = [t.name for t in tenants]
+) -> tuple[list[TenantTotal], dict[tuple[str, str], int]]:
+    members = _members(policy, class_name)
+    names = [tenant.name for tenant, _ in members]
     usage = {t: {w.name: w.usage.get(t, {}).get(class_name, 0) for w in workers} for t in names}
     demand = [pending.get(t, {}).get(class_name, 0) + sum(usage[t].values()) for t in names]
     floors, totals = _fleet_totals(
-        [q.guaranteed for q in quotas],
-        [q.max for q in quotas],
+        [quota.guaranteed for _, quota in members],
+        [quota.max for _, quota in members],
         demand,
-        [t.weight for t in tenants],
-        capacity,
+        [tenant.weight for tenant, _ in members],
+        sum(w.capacity.get(class_name, 0) for w in workers),
     )
-    terms = {
-        (t, w.name): _cluster_terms(fleet, t, class_name, w.name) for t in names for w in workers
-    }
-    work = _Class(
-        class_name,
-        {w.name: w.capacity.get(class_name, 0) for w in workers},
-        {key: cap for key, (_, cap) in terms.items()},
-    )
-    left = _place_all(
-        work,
-        {t: (min(floors[i], totals[i]), totals[i]) for i, t in enumerate(names)},
-        {t: {w.name: terms[(t, w.name)][0] for w in workers} for t in names},
-        usage,
-    )
+    work, cluster_floors = _work(policy, class_name, names, workers)
+    wanted = {t: (min(floors[i], totals[i]), totals[i]) for i, t in enumerate(names)}
+    left = _place_all(work, wanted, cluster_floors, usage)
     rows = [
         TenantTotal(
             tenant,
             class_name,
             floors[index],
-            quotas[index].max,
+            members[index][1].max,
             demand[index],
             totals[index],
             totals[index] - left[tenant],
         )
         for index, tenant in enumerate(names)
     ]
-    problems = [
-        f"{row.total - row.placed} {class_name} of {row.tenant}'s fleet quota found no worker "
-        "within its per-cluster max"
-        for row in rows
-        if row.placed < row.total
-    ]
-    return rows, work.placed, problems
+    return rows, work.placed
+
+
+def _short(totals: Sequence[TenantTotal]) -> Iterator[str]:
+    for row in totals:
+        if row.placed < row.total:
+            yield (
+                f"{row.total - row.placed} {row.class_name} of {row.tenant}'s fleet quota found "
+                "no worker within its per-cluster max"
+            )
 
 
 def _scaled(policy: TenantPolicy, totals: Sequence[TenantTotal]) -> Iterator[str]:
@@ -236,11 +242,9 @@ def split_fleet(
     planned: dict[str, dict[str, dict[str, int]]] = {w.name: {} for w in reachable}
     manager: dict[str, dict[str, int]] = {}
     totals: list[TenantTotal] = []
-    problems: list[str] = []
     for gpu_class in policy.spec.gpu_classes:
-        rows, placed, found = _split_class(policy, gpu_class.name, reachable, pending)
+        rows, placed = _split_class(policy, gpu_class.name, reachable, pending)
         totals += rows
-        problems += found
         for row in rows:
             for worker in reachable:
                 amount = placed.get((row.tenant, worker.name), 0)
@@ -257,5 +261,5 @@ def split_fleet(
         workers={**planned, **kept},
         manager=manager,
         unreachable={w.name: w.reason for w in workers if not w.reachable},
-        problems=(*_scaled(policy, totals), *problems),
+        problems=(*_scaled(policy, totals), *_short(totals)),
     )
