@@ -1,0 +1,260 @@
+"""One policy over a MultiKueue fleet on three real API servers on this machine: a manager
+(the MultiKueueConfig and MultiKueueClusters, the worker kubeconfigs in Secrets, every Workload)
+and two workers, east and west, each with 16 kwok H100s. `quotaguard serve --components fleet`
+runs against the manager and reads the workers through the kubeconfigs MultiKueue names.
+
+A tenant's demand on the manager moves quota to the worker with room; a worker taken down keeps
+its last quotas, leaves the fleet's capacity, is reported, and the fleet plan moves on.
+
+Kueue's controller does not run here: the Workloads' admission is written through their status
+subresource as Kueue would (as in the other controller tests); what is proven is quotaguard's
+side, on real API servers, CRDs and Secrets.
+"""
+
+from __future__ import annotations
+
+import base64
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from e2e import build, conftest
+from e2e.cluster import Cluster, http_ok, wait_until, whole_gpu_node
+from e2e.kueue import KUEUE, ControllerProcess, admit, http_json, serve_controller, workload
+
+GPU = "nvidia.com/gpu"
+TENANTS = ("research", "product")
+WORKERS = ("east", "west")
+
+
+def cluster_queue(name: str) -> dict[str, Any]:
+    return {
+        "apiVersion": KUEUE,
+        "kind": "ClusterQueue",
+        "metadata": {"name": name},
+        "spec": {
+            "cohortName": "gpu-fleet",
+            "namespaceSelector": {},
+            "resourceGroups": [
+                {
+                    "coveredResources": [GPU],
+                    "flavors": [{"name": "h100", "resources": [{"name": GPU, "nominalQuota": 0}]}],
+                }
+            ],
+        },
+    }
+
+
+def policy(directory: Path) -> Path:
+    document = {
+        "apiVersion": "quotaguard.dev/v1alpha1",
+        "kind": "TenantPolicy",
+        "metadata": {"name": "gpu-fleet"},
+        "spec": {
+            "cohort": "gpu-fleet",
+            "gpuClasses": [{"name": "h100", "resource": GPU, "memory": "80Gi", "flavor": "h100"}],
+            "tenants": [
+                {
+                    "name": name,
+                    "namespaces": [name],
+                    "quota": {"h100": {"guaranteed": 8, "max": 32}},
+                }
+                for name in TENANTS
+            ],
+            "rebalance": {"interval": "2s"},
+            "fleet": {
+                "mode": "apply",
+                "multiKueueConfig": "gpu-fleet",
+                "kubeConfigNamespace": "kueue-system",
+                "readTimeoutSeconds": 3,
+            },
+        },
+    }
+    path = directory / "policy.yaml"
+    path.write_text(yaml.safe_dump(document))
+    return path
+
+
+def set_up_worker(worker: Cluster, prefix: str) -> None:
+    worker.add_nodes(*(whole_gpu_node(f"{prefix}-h100-{i}", 8) for i in range(2)))
+    for name in TENANTS:
+        worker.create_namespace(name)
+        worker.create(cluster_queue(name))
+
+
+def set_up_manager(manager: Cluster, workers: dict[str, Cluster]) -> None:
+    manager.create_namespace("kueue-system")
+    for name in TENANTS:
+        manager.create_namespace(name)
+        manager.create(cluster_queue(name))
+    for name, worker in workers.items():
+        kubeconfig = base64.b64encode(worker.kubeconfig.read_bytes()).decode()
+        manager.apply(
+            [
+                {
+                    "apiVersion": "v1",
+                    "kind": "Secret",
+                    "metadata": {"name": f"{name}-kubeconfig", "namespace": "kueue-system"},
+                    "data": {"kubeconfig": kubeconfig},
+                },
+                {
+                    "apiVersion": KUEUE,
+                    "kind": "MultiKueueCluster",
+                    "metadata": {"name": name},
+                    "spec": {
+                        "clusterSource": {
+                            "kubeConfig": {
+                                "locationType": "Secret",
+                                "location": f"{name}-kubeconfig",
+                            }
+                        }
+                    },
+                },
+            ]
+        )
+    manager.apply(
+        {
+            "apiVersion": KUEUE,
+            "kind": "MultiKueueConfig",
+            "metadata": {"name": "gpu-fleet"},
+            "spec": {"clusters": list(workers)},
+        }
+    )
+
+
+def run_research(cluster: Cluster, name: str, gpus: int, *, admitted: bool) -> None:
+    cluster.create(workload(name, "research", "research", {GPU: 8}, count=gpus // 8))
+    if admitted:
+        admit(cluster, name, "research", "research", {GPU: "h100"}, {GPU: gpus}, count=gpus // 8)
+
+
+def nominal(cluster: Cluster, queue: str) -> int:
+    found = cluster.get("clusterqueue", queue)
+    resource = found["spec"]["resourceGroups"][0]["flavors"][0]["resources"][0]
+    return int(resource["nominalQuota"])
+
+
+def quotas(cluster: Cluster) -> dict[str, int]:
+    return {name: nominal(cluster, name) for name in TENANTS}
+
+
+@pytest.fixture(scope="module")
+def fleet(toolchain: build.Toolchain, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    started = time.monotonic()
+    clusters: dict[str, Cluster] = {}
+    try:
+        for name in ("manager", *WORKERS):
+            clusters[name] = conftest._start(toolchain, controllers=False)
+        up = time.monotonic() - started
+        for name in WORKERS:
+            set_up_worker(clusters[name], name)
+        set_up_manager(clusters["manager"], {n: clusters[n] for n in WORKERS})
+        # research's pretraining: dispatched to east and running there, 16 GPUs, all of east
+        run_research(clusters["east"], "pretrain", 16, admitted=True)
+        run_research(clusters["manager"], "pretrain", 16, admitted=True)
+        serving = serve_controller(
+            clusters["manager"],
+            policy(tmp_path_factory.mktemp("fleet")),
+            pod_name="quotaguard-fleet-0",
+            lease_namespace="quotaguard-system",
+            components="fleet",
+        )
+        print(
+            f"[e2e] fleet: three clusters up in {up:.1f}s, set up in "
+            f"{time.monotonic() - started:.1f}s",
+            flush=True,
+        )
+        yield clusters, serving
+    finally:
+        for cluster in clusters.values():
+            conftest._finish(cluster)
+
+
+def fleet_report(serving: ControllerProcess) -> dict[str, Any] | None:
+    try:
+        ready = http_json(f"{serving.url}/readyz")
+    except OSError:
+        return None
+    found = ready.get("fleet") if isinstance(ready, dict) else None
+    return found if isinstance(found, dict) else None
+
+
+def test_demand_on_the_manager_moves_quota_to_the_worker_with_room(fleet: Any) -> None:
+    clusters, _ = fleet
+    manager, east, west = clusters["manager"], clusters["east"], clusters["west"]
+    # Nothing waits: research holds east, product the idle west (lendable quota)
+    wait_until(
+        lambda: (
+            quotas(east) == {"research": 16, "product": 0}
+            and quotas(west) == {"research": 0, "product": 16}
+        ),
+        timeout=60,
+        what="the fleet's first quotas on the workers",
+    )
+    assert quotas(manager) == {"research": 16, "product": 16}
+    # research asks for 8 more on the manager: east has no room, west has
+    started = time.monotonic()
+    run_research(manager, "finetune", 8, admitted=False)
+    wait_until(
+        lambda: quotas(west) == {"research": 8, "product": 8},
+        timeout=60,
+        what="research's quota moving to west",
+    )
+    moved = time.monotonic() - started
+    assert quotas(east) == {"research": 16, "product": 0}  # its running work stays
+    wait_until(
+        lambda: quotas(manager) == {"research": 24, "product": 8},
+        timeout=30,
+        what="the manager's quotas: the sum over the workers",
+    )
+    print(f"[e2e] fleet: quota moved to west {moved:.1f}s after the demand", flush=True)
+
+
+def test_a_worker_taken_down_keeps_its_quotas_and_the_fleet_plan_moves_on(fleet: Any) -> None:
+    clusters, serving = fleet
+    manager, east, west = clusters["manager"], clusters["east"], clusters["west"]
+    wait_until(lambda: quotas(manager) == {"research": 24, "product": 8}, timeout=60, what="B")
+    east.stop_apiserver()
+    started = time.monotonic()
+    try:
+        # the fleet is west's 16 GPUs now: both guarantees (8 each) there, the manager the sum
+        wait_until(
+            lambda: quotas(manager) == {"research": 8, "product": 8},
+            timeout=60,
+            what="the manager's quotas without east",
+        )
+        noticed = time.monotonic() - started
+        assert quotas(west) == {"research": 8, "product": 8}
+        report = fleet_report(serving)
+        assert report is not None and "east" in report["unreachable"]
+        assert report["capacity"] == {"h100": 16}
+        kept = {c["name"]: c for c in report["clusters"]}["east"]
+        assert {q["tenant"]: q["nominal"] for q in kept["quotas"]} == {"research": 16, "product": 0}
+        metrics = _metrics(serving)
+        assert 'quotaguard_fleet_cluster_reachable{cluster="east"} 0.0' in metrics
+        assert (
+            'quotaguard_fleet_quota{class="h100",cluster="manager",tenant="research"} 8.0'
+            in metrics
+        )
+        print(f"[e2e] fleet: east down, plan moved on in {noticed:.1f}s", flush=True)
+    finally:
+        east.start_apiserver()
+    # east back: its quotas are the ones it kept, and it rejoins the fleet
+    assert quotas(east) == {"research": 16, "product": 0}
+    wait_until(
+        lambda: quotas(manager) == {"research": 24, "product": 8},
+        timeout=60,
+        what="east back in the fleet",
+    )
+
+
+def _metrics(serving: ControllerProcess) -> str:
+    import urllib.request
+
+    assert http_ok(f"{serving.url}/healthz")
+    with urllib.request.urlopen(f"{serving.url}/metrics", timeout=5) as response:
+        return str(response.read().decode())
