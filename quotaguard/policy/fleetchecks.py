@@ -13,6 +13,7 @@ from quotaguard.kube.values import mapping as _map
 from quotaguard.policy.problems import Path, Problem
 
 BASE = ("spec", "fleet")
+RESERVED = "manager"
 
 
 def _named(value: object) -> dict[str, tuple[int, Mapping[str, Any]]]:
@@ -41,6 +42,12 @@ def _sources(fleet: Mapping[str, Any]) -> Iterator[Problem]:
     for index, cluster in enumerate(listed):
         cluster = _map(cluster)
         name = cluster.get("name")
+        if name == RESERVED:
+            yield Problem(
+                (*BASE, "clusters", index, "name"),
+                f"{RESERVED!r} names the manager cluster (in metrics and snapshot directories); "
+                "name the worker otherwise",
+            )
         if isinstance(name, str) and name in seen:
             yield Problem((*BASE, "clusters", index, "name"), f"cluster {name!r} is listed twice")
         if isinstance(name, str):

@@ -107,3 +107,17 @@ def test_a_fleet_needs_kueue() -> None:
     assert found == [
         "p.yaml:13:5: spec.fleet: a fleet is a MultiKueue fleet: it needs backend: kueue"
     ]
+
+
+def test_a_worker_may_not_be_called_manager() -> None:
+    found = problems(
+        """\
+        clusters:
+          - name: manager
+            kubeConfig: {location: m}
+        """
+    )
+    assert found == [
+        "p.yaml:13:15: spec.fleet.clusters[0].name: 'manager' names the manager cluster (in "
+        "metrics and snapshot directories); name the worker otherwise"
+    ]
