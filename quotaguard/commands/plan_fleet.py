@@ -90,7 +90,28 @@ def format_fleet(report: FleetReport) -> str:
     return "\n".join(lines).rstrip() + "\n"
 
 
+# what `plan` offers for one cluster and not (yet) for a fleet
+ONE_CLUSTER_ONLY = (
+    ("html", "--html"),
+    ("gpu_metrics", "--gpu-metrics"),
+    ("prometheus_url", "--prometheus-url"),
+    ("showback_csv", "--showback-csv"),
+)
+
+
+def _unsupported(args: argparse.Namespace) -> str | None:
+    if args.output not in ("table", "json", "yaml"):
+        return f"--fleet-snapshot prints a table, json or yaml, not {args.output}"
+    for attribute, flag in ONE_CLUSTER_ONLY:
+        if getattr(args, attribute, None):
+            return f"{flag} plans one cluster; it does not go with --fleet-snapshot"
+    return None
+
+
 def run_fleet(args: argparse.Namespace, policy: TenantPolicy) -> int:
+    if (refused := _unsupported(args)) is not None:
+        print(refused, file=sys.stderr)
+        return 2
     if policy.spec.fleet is None:
         print(f"{args.policy}: the policy has no spec.fleet", file=sys.stderr)
         return 2

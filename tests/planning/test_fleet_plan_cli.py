@@ -89,3 +89,19 @@ def test_a_policy_without_a_fleet_is_an_input_error(
     plain = Path(__file__).parents[2] / "config" / "policy.yaml"
     assert main(["plan", "-p", str(plain), "--fleet-snapshot", str(tmp_path)]) == 2
     assert "has no spec.fleet" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["-o", "csv"], "prints a table, json or yaml, not csv"),
+        (["--html", "page.html"], "--html plans one cluster"),
+        (["--showback-csv", "-"], "--showback-csv plans one cluster"),
+    ],
+)
+def test_what_only_one_cluster_plans_is_refused_with_a_fleet(
+    capsys: pytest.CaptureFixture[str], extra: list[str], message: str
+) -> None:
+    argv = ["plan", "-p", POLICY, "--fleet-snapshot", str(SAMPLE / "snapshots"), *extra]
+    assert main(argv) == 2
+    assert message in capsys.readouterr().err
