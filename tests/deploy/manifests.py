@@ -120,6 +120,7 @@ CHART_VALUES = {
     "gpu-operator-configs": "gpuOperatorConfigs.enabled=true",
     "prometheus": "prometheus.enabled=true",
     "dra": "dra.enabled=true",
+    "fleet": "fleet.enabled=true",
     "network-policy": "networkPolicy.enabled=true,networkPolicy.apiServerCIDRs={10.0.0.0/24}",
 }
 
