@@ -14,6 +14,7 @@ side, on real API servers, CRDs and Secrets.
 from __future__ import annotations
 
 import base64
+import json
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -24,7 +25,16 @@ import yaml
 
 from e2e import build, conftest
 from e2e.cluster import Cluster, http_ok, wait_until, whole_gpu_node
-from e2e.kueue import KUEUE, ControllerProcess, admit, http_json, serve_controller, workload
+from e2e.kueue import (
+    KUEUE,
+    ControllerProcess,
+    admit,
+    http_json,
+    serve_controller,
+    start_kueue,
+    workload,
+    workload_conditions,
+)
 
 GPU = "nvidia.com/gpu"
 TENANTS = ("research", "product")
@@ -250,6 +260,92 @@ def test_a_worker_taken_down_keeps_its_quotas_and_the_fleet_plan_moves_on(fleet:
         timeout=60,
         what="east back in the fleet",
     )
+
+
+def multikueue_on_the_manager(manager: Cluster) -> None:
+    """What MultiKueue needs on the manager: a flavor, the admission check on the tenants'
+    ClusterQueues, a LocalQueue for product."""
+    manager.apply(
+        [
+            {"apiVersion": KUEUE, "kind": "ResourceFlavor", "metadata": {"name": "h100"}},
+            {
+                "apiVersion": KUEUE,
+                "kind": "AdmissionCheck",
+                "metadata": {"name": "multikueue"},
+                "spec": {
+                    "controllerName": "kueue.x-k8s.io/multikueue",
+                    "parameters": {
+                        "apiGroup": "kueue.x-k8s.io",
+                        "kind": "MultiKueueConfig",
+                        "name": "gpu-fleet",
+                    },
+                },
+            },
+            {
+                "apiVersion": KUEUE,
+                "kind": "LocalQueue",
+                "metadata": {"name": "product", "namespace": "product"},
+                "spec": {"clusterQueue": "product"},
+            },
+        ]
+    )
+    strategy = {"admissionChecksStrategy": {"admissionChecks": [{"name": "multikueue"}]}}
+    for name in TENANTS:
+        manager.kubectl(
+            "patch", "clusterqueue", name, "--type=merge", "-p", json.dumps({"spec": strategy})
+        )
+
+
+def active(cluster: Cluster, kind: str, name: str) -> bool:
+    found = cluster.get(kind, name)
+    conditions = (found.get("status") or {}).get("conditions") or []
+    return any(c["type"] == "Active" and c["status"] == "True" for c in conditions)
+
+
+def test_kueue_on_the_manager_reaches_the_workers_and_admits_under_the_fleet_quota(
+    fleet: Any,
+) -> None:
+    """Kueue's controller with MultiKueue on the manager connects to the workers through the
+    Secrets quotaguard reads, and reserves quota on the manager within the sum quotaguard
+    wrote: product's second Workload waits until quotaguard raises product's fleet quota."""
+    clusters, _ = fleet
+    manager = clusters["manager"]
+    binary = build.kueue_binary()
+    if binary is None:
+        pytest.skip("Kueue controller not built (optional e2e.build step)")
+    started = time.monotonic()
+    start_kueue(manager, binary, webhooks=False, frameworks=["batch/job"])
+    multikueue_on_the_manager(manager)
+    for name in WORKERS:
+        wait_until(
+            lambda name=name: active(manager, "multikueuecluster", name),
+            timeout=90,
+            what=f"MultiKueueCluster {name} Active",
+        )
+    print(f"[e2e] fleet: Kueue with MultiKueue up in {time.monotonic() - started:.1f}s", flush=True)
+    wait_until(
+        lambda: quotas(manager)["product"] == 8, timeout=60, what="product's 8 on the manager"
+    )
+    manager.create(workload("eval", "product", "product", {GPU: 4}))
+    wait_until(
+        lambda: workload_conditions(manager, "eval", "product").get("QuotaReserved") == "True",
+        timeout=60,
+        what="Kueue reserving eval's 4 GPUs under product's 8",
+    )
+    manager.create(workload("eval-big", "product", "product", {GPU: 8}))
+    # 4 + 8 is over the manager's 8: Kueue holds it until quotaguard plans product's demand of
+    # 12 (west has the room) and writes the sum on the manager
+    wait_until(
+        lambda: quotas(manager)["product"] == 12,
+        timeout=60,
+        what="quotaguard raising product's quota to its demand",
+    )
+    wait_until(
+        lambda: workload_conditions(manager, "eval-big", "product").get("QuotaReserved") == "True",
+        timeout=60,
+        what="Kueue reserving eval-big under the raised quota",
+    )
+    assert quotas(clusters["west"])["product"] == 12
 
 
 def _metrics(serving: ControllerProcess) -> str:
