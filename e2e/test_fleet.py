@@ -6,9 +6,9 @@ runs against the manager and reads the workers through the kubeconfigs MultiKueu
 A tenant's demand on the manager moves quota to the worker with room; a worker taken down keeps
 its last quotas, leaves the fleet's capacity, is reported, and the fleet plan moves on.
 
-Kueue's controller does not run here: the Workloads' admission is written through their status
-subresource as Kueue would (as in the other controller tests); what is proven is quotaguard's
-side, on real API servers, CRDs and Secrets.
+On the workers Kueue's controller does not run: their Workloads' admission is written through
+the status subresource as Kueue would. The last test starts Kueue with MultiKueue on the
+manager.
 """
 
 from __future__ import annotations
@@ -41,13 +41,15 @@ TENANTS = ("research", "product")
 WORKERS = ("east", "west")
 
 
-def cluster_queue(name: str) -> dict[str, Any]:
+def cluster_queue(name: str, *, cohort: bool = True) -> dict[str, Any]:
+    """A tenant's ClusterQueue at 0 H100s; in the workers' cohort, or (the manager's) in none,
+    so that Kueue admits on the manager only within the quota quotaguard writes there."""
     return {
         "apiVersion": KUEUE,
         "kind": "ClusterQueue",
         "metadata": {"name": name},
         "spec": {
-            "cohortName": "gpu-fleet",
+            **({"cohortName": "gpu-fleet"} if cohort else {}),
             "namespaceSelector": {},
             "resourceGroups": [
                 {
@@ -100,7 +102,7 @@ def set_up_manager(manager: Cluster, workers: dict[str, Cluster]) -> None:
     manager.create_namespace("kueue-system")
     for name in TENANTS:
         manager.create_namespace(name)
-        manager.create(cluster_queue(name))
+        manager.create(cluster_queue(name, cohort=False))
     for name, worker in workers.items():
         kubeconfig = base64.b64encode(worker.kubeconfig.read_bytes()).decode()
         manager.apply(
@@ -333,8 +335,9 @@ def test_kueue_on_the_manager_reaches_the_workers_and_admits_under_the_fleet_quo
         what="Kueue reserving eval's 4 GPUs under product's 8",
     )
     manager.create(workload("eval-big", "product", "product", {GPU: 8}))
-    # 4 + 8 is over the manager's 8: Kueue holds it until quotaguard plans product's demand of
-    # 12 (west has the room) and writes the sum on the manager
+    # 4 + 8 is over the manager's 8 (and its ClusterQueue borrows from no cohort): Kueue can
+    # reserve it only once quotaguard plans product's demand of 12 (west has the room) and
+    # writes the sum on the manager
     wait_until(
         lambda: quotas(manager)["product"] == 12,
         timeout=60,
