@@ -52,6 +52,12 @@ def register(verbs: Any) -> None:
         "stdin",
     )
     source.add_argument(
+        "--fleet-snapshot",
+        metavar="DIR",
+        help="plan the policy's fleet (spec.fleet) from a directory of snapshots: manager.yaml "
+        "and one <cluster>.yaml per worker; a worker without one is unreachable",
+    )
+    source.add_argument(
         "--kubeconfig",
         metavar="K",
         help="read the cluster with this kubeconfig; without --snapshot or --kubeconfig the "
@@ -356,6 +362,15 @@ def _with_mapped_resources(
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.fleet_snapshot:
+        from quotaguard.commands.plan_fleet import run_fleet
+
+        policy = read_policy(args.policy)
+        return policy if isinstance(policy, int) else run_fleet(args, policy)
+    return _run_cluster(args)
+
+
+def _run_cluster(args: argparse.Namespace) -> int:
     from quotaguard.planning.cycle import plan_cycle, seen_in_snapshot
     from quotaguard.quota.showback_report import snapshot_showback
 

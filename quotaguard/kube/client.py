@@ -85,3 +85,23 @@ def status_code(exc: BaseException) -> int | None:
     """The HTTP status of a failed API call (the client's ApiException), else None."""
     status = getattr(exc, "status", None)
     return status if isinstance(status, int) else None
+
+
+def api_client_from_kubeconfig(
+    document: Mapping[str, Any], *, request_retries: int = 0, pool_size: int = 4
+) -> Any:
+    """A `kubernetes.client.ApiClient` from a kubeconfig already read (a MultiKueue worker's,
+    from a Secret): its current context, no retries (an unreachable worker is reported, not
+    waited for). Raises ValueError when the kubeconfig cannot be used."""
+    from kubernetes import client
+    from kubernetes import config as kube_config
+
+    config: Any = kube_config  # untyped module
+    configuration = client.Configuration()
+    try:
+        config.load_kube_config_from_dict(dict(document), client_configuration=configuration)
+    except Exception as exc:  # the loader's many failure types all mean "unusable"
+        raise ValueError(f"unusable kubeconfig: {exc}".splitlines()[0]) from exc
+    configuration.retries = request_retries
+    configuration.connection_pool_maxsize = pool_size
+    return client.ApiClient(configuration)

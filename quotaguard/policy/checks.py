@@ -20,6 +20,7 @@ from quotaguard.kube.quantity import QuantityError, parse_duration, parse_quanti
 from quotaguard.kube.values import mapping as _map
 from quotaguard.policy.catalogue import GPU_MODELS, matching_profiles, profile_of_resource
 from quotaguard.policy.drachecks import check_dra
+from quotaguard.policy.fleetchecks import check_fleet
 from quotaguard.policy.geometrychecks import check_geometry
 from quotaguard.policy.globs import overlapping_pairs
 from quotaguard.policy.kueue_dra import check_kueue_resources
@@ -83,6 +84,7 @@ def check_policy(document: Mapping[str, Any]) -> list[Problem]:
     problems += check_kueue_resources(spec)
     problems += check_showback(spec)
     problems += _scheduling(spec)
+    problems += check_fleet(spec)
     return problems
 
 

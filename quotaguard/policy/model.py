@@ -22,7 +22,6 @@ from pydantic import (
     PlainSerializer,
     model_validator,
 )
-from pydantic.alias_generators import to_camel
 
 from quotaguard.kube.cel import AttributeValue, Condition, Selection, read_selector
 from quotaguard.kube.kinds import BY_ID as _KINDS_BY_ID
@@ -35,7 +34,10 @@ from quotaguard.kube.names import (
 from quotaguard.kube.quantity import QuantityError, format_bytes, format_duration, parse_duration
 from quotaguard.kube.quantity import parse_quantity as _parse_quantity
 from quotaguard.policy.catalogue import whole_gpu_slices
+from quotaguard.policy.fleet import Fleet
 from quotaguard.policy.gpumodels import gpu_model
+from quotaguard.policy.sections import Scheduling, Showback
+from quotaguard.policy.strict import Strict
 
 API_VERSION = "quotaguard.dev/v1alpha1"
 KIND = "TenantPolicy"
@@ -88,14 +90,7 @@ Seconds = Annotated[
 ]
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(
-        extra="forbid",
-        frozen=True,
-        alias_generator=to_camel,
-        populate_by_name=True,
-        strict=False,
-    )
+_Strict = Strict
 
 
 class DraDevices(_Strict):
@@ -416,48 +411,6 @@ class Geometry(_Strict):
     pools: list[GeometryPool] = Field(default_factory=list)
 
 
-_PRICE_KEY = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?")
-
-
-def _price_key(value: object) -> object:
-    """A class name, or a GPU model as GPU feature discovery spells it (`H100`, `a100-80gb`)."""
-    if isinstance(value, str) and not _PRICE_KEY.fullmatch(value):
-        raise ValueError(
-            f"{value!r} is neither a class name nor a GPU model (letters, digits, '-', '_', "
-            "'.', at most 63)"
-        )
-    return value
-
-
-def _currency(value: object) -> object:
-    if isinstance(value, str) and not (0 < len(value) <= 16 and value.strip() == value):
-        raise ValueError("a currency is a short name such as USD, EUR or credits (1-16 characters)")
-    return value
-
-
-PriceKey = Annotated[str, BeforeValidator(_price_key)]
-Price = Annotated[float, Field(ge=0, allow_inf_nan=False)]
-
-
-class Showback(_Strict):
-    """What a GPU-hour costs, for the showback reports: per class name or GPU model, the price
-    of one whole GPU for one hour (a MIG slice or a shared unit costs its whole-GPU
-    equivalent of it)."""
-
-    price_per_gpu_hour: Annotated[dict[PriceKey, Price], Field(alias="pricePerGPUHour")] = Field(
-        default_factory=dict
-    )
-    currency: Annotated[str | None, BeforeValidator(_currency)] = None
-
-
-class Scheduling(_Strict):
-    """How the GPU pods quotaguard decides are placed: `schedulerName` names the kube-scheduler
-    profile that packs them (tools/scheduler_profile.py, docs/packing.md); the webhook sets it
-    on the pod templates of a tenant's GPU workloads under the Kueue backend."""
-
-    scheduler_name: Annotated[str | None, Field(pattern=DNS_SUBDOMAIN, max_length=253)] = None
-
-
 class Metadata(BaseModel):
     model_config = ConfigDict(extra="allow", frozen=True)
 
@@ -475,6 +428,8 @@ class PolicySpec(_Strict):
     geometry: Geometry | None = None
     showback: Showback | None = None
     scheduling: Scheduling | None = None
+    # worker clusters of a MultiKueue fleet; tenants' quotas then hold for the whole fleet
+    fleet: Fleet | None = None
     # Usernames (`system:serviceaccount:NS:NAME`) of operators whose owner references admission
     # believes, besides kube-controller-manager's (see quotaguard.admission.owners).
     trusted_controllers: list[Annotated[str, Field(min_length=1)]] = Field(default_factory=list)

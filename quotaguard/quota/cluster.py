@@ -541,12 +541,13 @@ def parse_snapshot(
 
 
 def load_snapshot(
-    path: str | Path, *, gpu_resources: frozenset[str] = frozenset()
+    path: str | Path, *, gpu_resources: frozenset[str] = frozenset(), require_nodes: bool = True
 ) -> ClusterSnapshot:
     """Read a snapshot file (`-`: standard input), the JSON or the YAML of `kubectl get -o`;
     `SnapshotError` (one line naming the file) when unusable, which includes a file without
     Nodes: most likely the wrong file, and a plan or a simulation of no capacity would look
-    plausible."""
+    plausible. A MultiKueue manager has no GPU nodes: `require_nodes=False` reads its
+    snapshot."""
     from quotaguard.kube.documents import (
         SNAPSHOT,
         DocumentError,
@@ -573,7 +574,7 @@ def load_snapshot(
         raise SnapshotError(f"{source}: cannot read: {read_error(exc)}") from exc
     document = documents[0] if len(documents) == 1 else [d for d in documents if d is not None]
     snapshot = parse_snapshot(document, gpu_resources=gpu_resources, source=source)
-    if not snapshot.nodes:
+    if require_nodes and not snapshot.nodes:
         found = _kinds(document)
         raise SnapshotError(
             f"{source}: the snapshot holds no Node (expected a kubectl v1 List)"

@@ -22,8 +22,9 @@ from datetime import UTC, datetime
 from typing import Any
 
 from quotaguard.kube.values import utc_timestamp
-from quotaguard.policy.model import Showback, TenantPolicy
+from quotaguard.policy.model import TenantPolicy
 from quotaguard.policy.prices import price_of
+from quotaguard.policy.sections import Showback
 from quotaguard.quota.cluster import ClusterSnapshot
 from quotaguard.quota.demand import Activity
 from quotaguard.quota.showback import (

@@ -39,7 +39,10 @@ COMPONENTS: dict[str, str] = {
     "controller": "quotaguard.controller.controller_component:start",
     # Each start() adds its routes, readiness checks, tasks and shutdown callbacks to ctx.
     "reports": "quotaguard.reports.reports_component:start",
+    # the MultiKueue fleet's quotas (spec.fleet), on the manager cluster; not run by default
+    "fleet": "quotaguard.controller.fleet_component:start",
 }
+DEFAULT_COMPONENTS: tuple[str, ...] = ("webhook", "controller", "reports")
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -57,7 +60,7 @@ class StartupError(Exception):
 @dataclass(frozen=True)
 class ServeOptions:
     policy: str
-    components: tuple[str, ...] = tuple(COMPONENTS)
+    components: tuple[str, ...] = DEFAULT_COMPONENTS
     bind_address: str | None = None  # None: every interface
     webhook_port: int = 8443
     tls_cert_file: str | None = None

@@ -122,6 +122,7 @@ CHART_VALUES = {
     "dra": "dra.enabled=true",
     "kueue-config": "kueueConfig.enabled=true",
     "scheduler-profile": "gpuScheduler.enabled=true",
+    "fleet": "fleet.enabled=true",
     "network-policy": "networkPolicy.enabled=true,networkPolicy.apiServerCIDRs={10.0.0.0/24}",
 }
 

@@ -147,6 +147,7 @@ def test_no_wildcard_in_any_rbac_rule(build: list[Manifest]) -> None:
         ["dra"],
         ["kueue-config"],
         ["scheduler-profile"],
+        ["fleet"],
     ],
 )
 def test_no_wildcard_with_any_component(renders: Renders, tool: str, components: list[str]) -> None:

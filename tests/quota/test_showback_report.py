@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from quotaguard.policy.model import Showback
+from quotaguard.policy.sections import Showback
 from quotaguard.quota.showback import accumulate, rates_of
 from quotaguard.quota.showback_report import (
     CSV_COLUMNS,
