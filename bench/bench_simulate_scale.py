@@ -15,7 +15,7 @@ size: CPU seconds of loading and of simulating, peak memory, each arm's utilisat
 bound, and the same for `--baseline` (a checkout of the main branch's tree: its `quotaguard`
 package is imported instead) up to `--baseline-up-to` nodes, with the ratio.
 
-openb: Alibaba's cluster-trace-gpu-v2023 (`bench/traces/openb.py`: every one of its 1,213 GPU
+openb: Alibaba's cluster-trace-gpu-v2023 (`tools/openb.py`: every one of its 1,213 GPU
 nodes, its 7,064 GPU pods, arrivals 1,000 times faster so that 149 days of arrivals contend in
 3.6 hours), as YAML, through the whole `quotaguard simulate` command: CPU seconds of the process
 (reading the trace included) and its peak memory, beside the baseline's, and whether the JSON
@@ -212,9 +212,9 @@ def openb(csv_dir: Path, baseline: Path | None) -> dict[str, Any]:
     baseline's, in the same run."""
     work = Path(tempfile.mkdtemp(prefix="openb-"))
     policy, trace = work / "policy.yaml", work / "trace.yaml"
-    convert = [sys.executable, str(ROOT / "bench/traces/openb.py"), "--csv-dir", str(csv_dir)]
+    convert = [sys.executable, "-m", "tools.openb", "--csv-dir", str(csv_dir)]
     convert += ["--node-every", "1", "--speedup", str(OPENB_SPEEDUP)]
-    subprocess.run([*convert, "--policy", str(policy), "--trace", str(trace)], check=True)
+    subprocess.run([*convert, "--policy", str(policy), "--trace", str(trace)], check=True, cwd=ROOT)
     argv = ["simulate", "--policy", str(policy), "--trace", str(trace), "-o", "json"]
     row: dict[str, Any] = {"trace": f"openb, --node-every 1 --speedup {OPENB_SPEEDUP}"}
     trees = {"current": ROOT} | ({"baseline": baseline} if baseline else {})
