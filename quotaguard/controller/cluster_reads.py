@@ -6,6 +6,7 @@ Prometheus. None ever raises: without them the controller plans as it would with
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 from typing import Any
 
 from quotaguard.geometry import operatorconfigs
@@ -83,6 +84,26 @@ def say_config_problem(problem: str | None, said: str | None) -> str | None:
     if problem is not None and problem != said:
         log.warning("%s; the configs it lacks are planned as built in, if they are", problem)
     return problem
+
+
+@dataclass
+class ClusterOverlays:
+    """What the cluster adds to the policy each interval (the operator's configs, Kueue's
+    deviceClassMappings), each problem logged once until it changes."""
+
+    namespaces: tuple[str, str]  # the GPU operator's, Kueue's
+    timeout: float
+    said: tuple[str | None, str | None] = (None, None)
+
+    def apply(self, core: Any, policy: TenantPolicy) -> TenantPolicy:
+        operator, kueue = self.namespaces
+        policy, config_problem = with_operator_configs(core, policy, operator, self.timeout)
+        policy, kueue_problem = with_kueue_device_classes(core, policy, kueue, self.timeout)
+        self.said = (
+            say_config_problem(config_problem, self.said[0]),
+            say_kueue_problem(kueue_problem, self.said[1]),
+        )
+        return policy
 
 
 def gpu_metrics(

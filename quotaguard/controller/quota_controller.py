@@ -33,11 +33,8 @@ from collections.abc import Callable
 from typing import Any
 
 from quotaguard.controller.cluster_reads import (
+    ClusterOverlays,
     gpu_metrics,
-    say_config_problem,
-    say_kueue_problem,
-    with_kueue_device_classes,
-    with_operator_configs,
 )
 from quotaguard.controller.interval_planning import PlanningMemory, plan_interval, with_showback
 from quotaguard.controller.kube_clients import VOLCANO_GROUP, KubeClients, ServedGroups, discover
@@ -102,8 +99,10 @@ class Controller:
         self._memory = PlanningMemory()  # what one interval's planning leaves for the next
         self._moves = QuotaMoves()
         self._fanout = QueueFanout()
-        self._config_problem: str | None = None  # about the GPU operator's ConfigMap, said
-        self._kueue_problem: str | None = None  # about Kueue's deviceClassMappings, said
+        self._overlays = ClusterOverlays(
+            (self.settings.gpu_operator_namespace, self.settings.kueue_namespace),
+            self.settings.write_timeout,
+        )
 
     # -- what others read --------------------------------------------------------------------
 
@@ -305,22 +304,7 @@ class Controller:
         """Read and plan: the policy with the operator's configs, and the interval's cycle."""
         settings = self.settings
         objects = [obj for watch in self.watches.values() for obj in watch.objects()]
-        policy, problem = await asyncio.to_thread(
-            with_operator_configs,
-            self.clients.core,
-            policy,
-            settings.gpu_operator_namespace,
-            settings.write_timeout,
-        )
-        self._config_problem = say_config_problem(problem, self._config_problem)
-        policy, problem = await asyncio.to_thread(
-            with_kueue_device_classes,
-            self.clients.core,
-            policy,
-            settings.kueue_namespace,
-            settings.write_timeout,
-        )
-        self._kueue_problem = say_kueue_problem(problem, self._kueue_problem)
+        policy = await asyncio.to_thread(self._overlays.apply, self.clients.core, policy)
         metrics = await asyncio.to_thread(
             gpu_metrics, settings.prometheus_url, settings.prometheus_timeout, policy, now
         )
