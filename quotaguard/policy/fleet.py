@@ -12,18 +12,13 @@ from __future__ import annotations
 from functools import cached_property
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
-from pydantic.alias_generators import to_camel
+from pydantic import Field
+
+from quotaguard.policy.strict import Strict as _Strict
 
 DNS_LABEL = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
 # MultiKueue keeps a worker's kubeconfig under this key of its Secret.
 KUBECONFIG_KEY = "kubeconfig"
-
-
-class _Strict(BaseModel):
-    model_config = ConfigDict(
-        extra="forbid", frozen=True, alias_generator=to_camel, populate_by_name=True
-    )
 
 
 class KubeConfigSource(_Strict):
