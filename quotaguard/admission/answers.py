@@ -21,9 +21,10 @@ the few answers it gives before a body is read (a body too slow or unreadable) a
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
-from typing import Any, Final, Literal, Protocol
+from dataclasses import dataclass, replace
+from typing import Any, Final, Literal, Protocol, cast
 
+from quotaguard.admission.decision_cache import DecisionCache, KeptAnswer, key_of
 from quotaguard.admission.engine import OperationPath, review, review_offline
 from quotaguard.admission.reviews import API_VERSION, KIND, AdmissionReview, BadReview, encode_json
 from quotaguard.admission.sparse import decode_review_body
@@ -44,6 +45,7 @@ _NESTED: Final = (dict, list)  # a tuple: `dict | list` builds a union object on
 KNOWN_KINDS: Final = frozenset({"Pod", "Job", "JobSet"})
 
 Result = Literal["allowed", "mutated", "denied", "error", "bad_request"]
+Cached = Literal["", "hit", "miss"]
 
 
 class ReviewFunction(Protocol):
@@ -63,6 +65,7 @@ class Answer:
     kind: str = ""  # the object's kind label (KNOWN_KINDS or "other"); "" when none was read
     result: Result = "bad_request"
     denials: tuple[tuple[str, str], ...] = ()  # (tenant, rule) of each rule that denied
+    cached: Cached = ""  # "" when no decision cache was asked (none, or an uncacheable request)
 
 
 def answer(
@@ -72,15 +75,35 @@ def answer(
     *,
     review: ReviewFunction = review,
     policy_source: str = "",
+    cache: DecisionCache | None = None,
 ) -> Answer:
     """The answer to one request body on /mutate or /validate; `policy` None: none loaded yet
-    from `policy_source`."""
+    from `policy_source`. With `cache`, the answer of an identical request decided before under
+    the same policy (see `decision_cache`), the same bytes deciding again would give."""
     if policy is None:
         return Answer(503, error_json(f"no policy loaded from {policy_source} yet"), result="error")
     try:
         document = decode_review_body(body)
     except (ValueError, RecursionError) as exc:
         return bad_request(f"request body is not JSON: {short(exc)}")
+    key = key_of(operation, document) if cache is not None else None
+    if cache is None or key is None:
+        return _decided(policy, document, operation, review)
+    kept = cache.get(policy, key)
+    if kept is not None:
+        result = cast(Result, kept.result)  # put only as one of KEPT_RESULTS
+        return Answer(200, kept.body(key.uid), kept.kind, result, kept.denials, "hit")
+    reads = cache.cluster_reads()
+    decided = _decided(policy, document, operation, review)
+    if decided.status == 200 and cache.cluster_reads() == reads:
+        labels = KeptAnswer(b"", decided.kind, decided.result, decided.denials)
+        cache.put(policy, key, decided.body, labels)
+    return replace(decided, cached="miss")
+
+
+def _decided(
+    policy: TenantPolicy, document: Any, operation: OperationPath, review: ReviewFunction
+) -> Answer:
     refused = over_the_limit(document)
     if refused is not None:
         return Answer(200, encode_json(refused), kind_label(document), "denied")

@@ -170,6 +170,15 @@ def register(verbs: Any) -> None:
         "pod) share the webhook port and the kernel spreads connections over them: one pod "
         "uses more than one core; every process must run as the same user",
     )
+    limits.add_argument(
+        "--webhook-decision-cache-entries",
+        type=_whole_number,
+        default=4096,  # admission.decision_cache.DEFAULT_MAX_ENTRIES, not imported by the CLI
+        metavar="N",
+        help="answers of identical requests kept (replica pods of one ReplicaSet or Job are "
+        "answered without deciding again; at most 16 MiB, emptied when the policy changes); "
+        "0 turns the cache off",
+    )
     parser.add_argument(
         "--webhook-read-dra",
         action="store_true",
@@ -180,12 +189,19 @@ def register(verbs: Any) -> None:
     parser.set_defaults(run=run)
 
 
-def _positive_int(text: str) -> int:
+def _whole_number(text: str) -> int:
     try:
         value = int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"not a whole number: {text}") from None
-    if value <= 0:
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must not be negative: {text}")
+    return value
+
+
+def _positive_int(text: str) -> int:
+    value = _whole_number(text)
+    if value == 0:
         raise argparse.ArgumentTypeError(f"must be positive: {text}")
     return value
 
@@ -231,6 +247,7 @@ def run(args: argparse.Namespace) -> int:
         webhook_reuse_port=args.webhook_reuse_port,
         reports_auth=args.reports_auth,
         webhook_read_dra=args.webhook_read_dra,
+        webhook_decision_cache_entries=args.webhook_decision_cache_entries,
     )
     try:
         resolve_components(components)  # imported now, so that the freeze below covers them

@@ -29,6 +29,25 @@ ADMISSION_IN_FLIGHT: Final = gauge(
     "quotaguard_admission_in_flight_requests",
     "Admission requests being handled right now.",
 )
+WEBHOOK_DECISION_CACHE_HITS: Final = counter(
+    "quotaguard_webhook_decision_cache_hits",
+    "Admission requests answered from the decision cache (an identical request decided before "
+    "under the policy in force), by operation.",
+    ["operation"],
+)
+WEBHOOK_DECISION_CACHE_MISSES: Final = counter(
+    "quotaguard_webhook_decision_cache_misses",
+    "Admission requests looked up in the decision cache and decided, by operation.",
+    ["operation"],
+)
+WEBHOOK_DECISION_CACHE_ENTRIES: Final = gauge(
+    "quotaguard_webhook_decision_cache_entries",
+    "Answers the decision cache holds.",
+)
+WEBHOOK_DECISION_CACHE_BYTES: Final = gauge(
+    "quotaguard_webhook_decision_cache_bytes",
+    "Bytes the decision cache's answers take, as counted against its bound.",
+)
 
 # -- policy file ---------------------------------------------------------------------------------
 POLICY_RELOADS: Final = counter(
@@ -62,5 +81,7 @@ TLS_CERTIFICATE_EXPIRY: Final = gauge(
 # Series that exist from the start, so dashboards and alerts see zeros rather than nothing.
 for _operation in ("mutate", "validate"):
     ADMISSION_DURATION.labels(operation=_operation)
+    WEBHOOK_DECISION_CACHE_HITS.labels(operation=_operation)
+    WEBHOOK_DECISION_CACHE_MISSES.labels(operation=_operation)
 for _reason in ("invalid", "unreadable"):
     POLICY_RELOAD_FAILURES.labels(reason=_reason)

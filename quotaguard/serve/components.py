@@ -91,6 +91,8 @@ class ServeOptions:
     # the webhook reads the ResourceClaimTemplates, ResourceClaims and DeviceClasses that DRA
     # claims name (it needs the RBAC of the `dra` deploy component)
     webhook_read_dra: bool = False
+    # answers of identical requests the webhook keeps (admission/decision_cache.py); 0: none
+    webhook_decision_cache_entries: int = 4096
 
 
 Component = Callable[["ServeContext"], Awaitable[None]]

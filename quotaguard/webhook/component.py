@@ -7,6 +7,7 @@ import logging
 
 from aiohttp import web
 
+from quotaguard.admission.decision_cache import DecisionCache
 from quotaguard.kube.client import api_client
 from quotaguard.kube.dra import DraLookup
 from quotaguard.serve.components import ServeContext, StartupError
@@ -55,7 +56,11 @@ async def start(ctx: ServeContext) -> None:
     )
     runtimes = cluster_cache(options.kubeconfig)
     runtimes.dra = await _dra_lookup(ctx)
-    app = build_webhook_app(ctx.store, guard=guard, review=runtimes.review)
+    entries = options.webhook_decision_cache_entries
+    cache = DecisionCache(max_entries=entries, cluster_reads=runtimes.cluster_reads)
+    app = build_webhook_app(
+        ctx.store, guard=guard, review=runtimes.review, cache=cache if entries else None
+    )
     runner = GuardedRunner(
         app,
         guard,

@@ -11,6 +11,11 @@ for it right away) is read on the miss with one GET, bounded so that TrainJobs n
 runtimes cannot keep the webhook busy: a name missed is not asked again for 10 seconds, and
 at most 3 such reads run per 10 seconds (1-second timeout); beyond that, the miss is a denial.
 
+Every read of this state by admission is counted (`cluster_reads`): a TrainJob's decision (the
+only kind whose decision reads the runtimes, `engine._with_runtime`) and every DRA lookup. The
+decision cache keeps no answer whose deciding read the cluster, since the same request may be
+answered otherwise once what was read changes.
+
 Failures: the Trainer's CRDs not installed (404) is no runtime at all (no TrainJob can be
 created either). Any other failure keeps the last snapshot that was read; before the first
 one succeeds the snapshot carries the error, and a TrainJob that names a runtime is denied
@@ -21,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import threading
 import time
 from collections.abc import Callable
 from typing import Any, cast
@@ -28,7 +34,8 @@ from typing import Any, cast
 from quotaguard.admission import AdmissionReview, review
 from quotaguard.admission.reviews import AdmissionRequest, request_namespace
 from quotaguard.kube.client import NoClusterConfig, api_client, status_code
-from quotaguard.kube.dra import DraLookup
+from quotaguard.kube.dra import ClaimSpec, DeviceClassInfo, DraLookup
+from quotaguard.kube.kinds import kind_of
 from quotaguard.kube.trainingruntime import (
     CLUSTER_RUNTIME,
     GROUP,
@@ -65,10 +72,29 @@ class RuntimeCache:
         self._getter = getter
         self._clock = clock
         self.snapshot = TrainingRuntimes(error=error or "not read yet")
-        self.dra: DraLookup | None = None  # what finds the DRA objects claims name
+        self._dra: DraLookup | None = None
+        self._cluster_reads = 0
+        self._reads_lock = threading.Lock()  # large reviews are decided in worker threads
         self._read_once = False
         self._missed: dict[RuntimeKey, float] = {}  # key -> when it was last asked for
         self._reads: list[float] = []  # when the reads on a miss of the window were
+
+    @property
+    def dra(self) -> DraLookup | None:
+        """What finds the DRA objects claims name (None: none known), each lookup counted."""
+        return self._dra
+
+    @dra.setter
+    def dra(self, lookup: DraLookup | None) -> None:
+        self._dra = None if lookup is None else CountedDra(lookup, self._count_read)
+
+    def cluster_reads(self) -> int:
+        """Reads of cluster state by admission so far (it only grows)."""
+        return self._cluster_reads
+
+    def _count_read(self) -> None:
+        with self._reads_lock:
+            self._cluster_reads += 1
 
     def refresh(self) -> None:
         """List the runtimes once (blocking: call it in a worker thread)."""
@@ -101,6 +127,8 @@ class RuntimeCache:
     ) -> AdmissionReview:
         """`admission.review` with the current runtimes (a `ReviewFunction`); a runtime not
         in them is read once more (`read_missing`) before it is a denial."""
+        if _reads_runtimes(body):
+            self._count_read()
         answer = review(
             policy, body, operation_path=operation_path, runtimes=self.snapshot, dra=self.dra
         )
@@ -136,6 +164,40 @@ class RuntimeCache:
         self._missed.pop(key, None)
         self.snapshot = TrainingRuntimes({**self.snapshot.found, key: found})
         return True
+
+
+class CountedDra:
+    """A DraLookup that counts each lookup (`on_read`) before making it."""
+
+    def __init__(self, lookup: DraLookup, on_read: Callable[[], None]) -> None:
+        self._lookup = lookup
+        self._on_read = on_read
+
+    def template(self, namespace: str, name: str) -> ClaimSpec | None:
+        self._on_read()
+        return self._lookup.template(namespace, name)
+
+    def claim(self, namespace: str, name: str) -> ClaimSpec | None:
+        self._on_read()
+        return self._lookup.claim(namespace, name)
+
+    def device_class(self, name: str) -> DeviceClassInfo | None:
+        self._on_read()
+        return self._lookup.device_class(name)
+
+    @property
+    def knows_device_classes(self) -> bool:
+        self._on_read()
+        return self._lookup.knows_device_classes
+
+
+def _reads_runtimes(body: object) -> bool:
+    """Whether admission reads the runtimes to decide `body`: its object is a TrainJob, as the
+    engine tells kinds (`kind_of`)."""
+    request = body.get("request") if isinstance(body, dict) else None
+    obj = request.get("object") if isinstance(request, dict) else None
+    kind = kind_of(obj) if isinstance(obj, dict) else None
+    return kind is not None and kind.id == "TrainJob"
 
 
 def _missing_key(body: object) -> RuntimeKey | None:

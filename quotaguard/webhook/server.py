@@ -19,12 +19,17 @@ from aiohttp.typedefs import Middleware
 
 from quotaguard.admission import answers
 from quotaguard.admission.answers import MAX_CONTAINERS, Answer, ReviewFunction
+from quotaguard.admission.decision_cache import DecisionCache
 from quotaguard.admission.engine import OperationPath, review
 from quotaguard.metrics.serve_metrics import (
     ADMISSION_DENIALS,
     ADMISSION_DURATION,
     ADMISSION_IN_FLIGHT,
     ADMISSION_REQUESTS,
+    WEBHOOK_DECISION_CACHE_BYTES,
+    WEBHOOK_DECISION_CACHE_ENTRIES,
+    WEBHOOK_DECISION_CACHE_HITS,
+    WEBHOOK_DECISION_CACHE_MISSES,
 )
 from quotaguard.serve.policystore import PolicyStore
 from quotaguard.webhook.guard import ConnectionGuard, ConnectionLimits, read_body
@@ -93,9 +98,12 @@ def build_webhook_app(
     *,
     review: ReviewFunction = review,
     guard: ConnectionGuard | None = None,
+    cache: DecisionCache | None = None,
 ) -> web.Application:
     """POST /mutate and POST /validate; every error answer is JSON. With `guard`, connections
-    are marked busy while handled (see `guard`) and bodies must arrive within its timeout."""
+    are marked busy while handled (see `guard`) and bodies must arrive within its timeout. With
+    `cache`, identical requests are answered from it (its `cluster_reads` must count every read
+    of cluster state `review` makes)."""
     middlewares: list[Middleware] = [_json_errors]
     if guard is not None:
         middlewares.insert(0, guard.middleware())
@@ -103,8 +111,11 @@ def build_webhook_app(
     in_flight = app[IN_FLIGHT_KEY] = InFlight()
     body_timeout = (guard.limits if guard is not None else ConnectionLimits()).body_timeout
     operations: tuple[Operation, ...] = ("mutate", "validate")
+    if cache is not None:
+        WEBHOOK_DECISION_CACHE_ENTRIES.set_function(lambda: cache.entries)
+        WEBHOOK_DECISION_CACHE_BYTES.set_function(lambda: cache.size_bytes)
     for operation in operations:
-        handler = _endpoint(store, review, operation, in_flight, body_timeout)
+        handler = _endpoint(store, review, operation, in_flight, body_timeout, cache)
         app.router.add_post(f"/{operation}", handler)
     return app
 
@@ -115,8 +126,13 @@ def _endpoint(
     operation: Operation,
     in_flight: InFlight,
     body_timeout: float,
+    cache: DecisionCache | None,
 ) -> Handler:
     duration = ADMISSION_DURATION.labels(operation)
+    cache_counters = {
+        "hit": WEBHOOK_DECISION_CACHE_HITS.labels(operation),
+        "miss": WEBHOOK_DECISION_CACHE_MISSES.labels(operation),
+    }
     # Label children bound once per (kind, result): `.labels()` hashes and locks on every call.
     counters: dict[tuple[str, str], Any] = {}
 
@@ -146,10 +162,12 @@ def _endpoint(
             started = time.perf_counter()
             if len(body) > THREAD_BODY_BYTES:
                 async with workers:
-                    decided = await asyncio.to_thread(answer, store, review, operation, body)
+                    decided = await asyncio.to_thread(answer, store, review, operation, body, cache)
             else:
-                decided = answer(store, review, operation, body)
+                decided = answer(store, review, operation, body, cache)
             duration.observe(time.perf_counter() - started)
+            if decided.cached:
+                cache_counters[decided.cached].inc()
             for tenant, rule in decided.denials:
                 ADMISSION_DENIALS.labels(tenant, rule).inc()
             return respond(decided)
@@ -165,10 +183,17 @@ def _endpoint(
     return handle
 
 
-def answer(store: PolicyStore, review: ReviewFunction, operation: Operation, body: bytes) -> Answer:
+def answer(
+    store: PolicyStore,
+    review: ReviewFunction,
+    operation: Operation,
+    body: bytes,
+    cache: DecisionCache | None = None,
+) -> Answer:
     """The answer to one request body, with the policy the store holds now."""
     policy = store.policy if store.ready else None
-    return answers.answer(policy, body, operation, review=review, policy_source=str(store.path))
+    source = str(store.path)
+    return answers.answer(policy, body, operation, review=review, policy_source=source, cache=cache)
 
 
 @web.middleware

@@ -18,6 +18,7 @@ import trustme
 from aiohttp import web
 
 from quotaguard.admission import engine
+from quotaguard.admission.decision_cache import DecisionCache
 from quotaguard.serve.plain_http import build_http_app
 from quotaguard.serve.policystore import PolicyStore
 from quotaguard.serve.tlsreload import ReloadingCertificate
@@ -36,10 +37,12 @@ class LiveServer:
         store: PolicyStore,
         certificate: ReloadingCertificate,
         review: ReviewFunction = engine.review,
+        cache: DecisionCache | None = None,
     ) -> None:
         self.store = store
         self.certificate = certificate
         self.review = review
+        self.cache = cache
         self.loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self.loop.run_forever, daemon=True)
         self._runners: list[web.AppRunner] = []
@@ -75,7 +78,9 @@ class LiveServer:
         return done.result(timeout=30)
 
     async def _start(self) -> tuple[int, int]:
-        webhook = web.AppRunner(build_webhook_app(self.store, review=self.review), access_log=None)
+        webhook = web.AppRunner(
+            build_webhook_app(self.store, review=self.review, cache=self.cache), access_log=None
+        )
         await webhook.setup()
         await web.TCPSite(webhook, "127.0.0.1", 0, ssl_context=self.certificate.context).start()
         checks = {"tls": lambda: None if self.certificate.ready else "no certificate"}
