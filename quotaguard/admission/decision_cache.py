@@ -9,6 +9,11 @@ provably never reads:
 
 - `request.uid`: only echoed in the response, spliced into the kept answer on every hit (an
   answer whose bytes echo it anywhere else, e.g. an internal error, is never kept);
+- `request.name`, which the API server fills with the generated name of each replica: read only
+  to name the object in the denials of `provenance.refused_creation`, written whole into their
+  message. The key says only that there is a name; an answer whose bytes hold the name is not
+  kept, so every kept answer is one whose deciding never wrote the name, which is the same for
+  any name (a name that is empty, not a string or not plain ASCII is in the key as it is);
 - `request.dryRun`: admission has no side effects and reads it nowhere;
 - `request.userInfo` but its `username` (`owners.username_of`, the one reader);
 - the review's fields beside `apiVersion`, `kind` and `request` (`reviews.decode_review`).
@@ -54,8 +59,9 @@ _BEFORE_UID: Final = b'{"apiVersion":"%s","kind":"%s","response":{"uid":"' % (
 # Printable ASCII but `"` and `\`: written as is by both of `reviews.encode_json`'s encoders, so
 # splicing it between kept bytes gives the bytes deciding would. Real uids are UUIDs; any other
 # uid is decided every time.
-_SPLICEABLE_UID: Final = re.compile(r"[ !#-\[\]-~]+")
-_UNREAD_FIELDS: Final = frozenset({"uid", "dryRun", "userInfo"})
+_SPLICEABLE: Final = re.compile(r"[ !#-\[\]-~]+")
+_UNREAD_FIELDS: Final = frozenset({"uid", "dryRun", "userInfo", "name"})
+_NAMED: Final = ("a name",)  # in the key in place of a name that is spliceable
 _pack = msgspec.msgpack.Encoder().encode
 
 
@@ -66,10 +72,12 @@ def no_cluster_reads() -> int:
 
 @dataclass(frozen=True, slots=True)
 class Key:
-    """A request's key (`digest`) and the uid its answer echoes."""
+    """A request's key (`digest`), the uid its answer echoes and the request's name when the
+    key holds only that there is one (see above)."""
 
     digest: bytes
     uid: str
+    name: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,17 +100,20 @@ def key_of(operation: str, document: Any) -> Key | None:
     if not isinstance(request, dict):
         return None
     uid = request.get("uid")
-    if not isinstance(uid, str) or _SPLICEABLE_UID.fullmatch(uid) is None:
+    if not isinstance(uid, str) or _SPLICEABLE.fullmatch(uid) is None:
         return None
-    read = {name: value for name, value in request.items() if name not in _UNREAD_FIELDS}
+    read = {field: value for field, value in request.items() if field not in _UNREAD_FIELDS}
     username = username_of(request.get("userInfo"))
+    name = request.get("name")
+    named = isinstance(name, str) and _SPLICEABLE.fullmatch(name) is not None
+    read["name"] = _NAMED if named else name
     try:
         packed = _pack(
             (operation, document.get("apiVersion"), document.get("kind"), username, read)
         )
     except (TypeError, ValueError, OverflowError):  # a lone surrogate, an int past 64 bits
         return None
-    return Key(hashlib.sha256(packed).digest(), uid)
+    return Key(hashlib.sha256(packed).digest(), uid, name if named else None)
 
 
 class DecisionCache:
@@ -146,12 +157,15 @@ class DecisionCache:
     def put(self, policy: object, key: Key, body: bytes, kept: KeptAnswer) -> bool:
         """Keep the answer `body` to the request of `key` decided under `policy` (`kept`: its
         labels; its bytes are taken from `body`). False when it is not kept: a result that is
-        not a decision, an answer too large, or one whose bytes echo the uid beside its place."""
+        not a decision, an answer too large, one whose bytes echo the uid beside its place or
+        hold the request's name."""
         if kept.result not in KEPT_RESULTS:
             return False
         before = _BEFORE_UID + key.uid.encode()
         after = body[len(before) :]
         if not body.startswith(before) or key.uid.encode() in after:
+            return False
+        if key.name is not None and key.name.encode() in after:
             return False
         cost = len(after) + ENTRY_OVERHEAD_BYTES
         if cost > min(MAX_ENTRY_BYTES, self.max_bytes) or self.max_entries <= 0:

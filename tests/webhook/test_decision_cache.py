@@ -185,6 +185,27 @@ def test_what_the_engine_never_reads_shares_a_key() -> None:
     assert key_of("validate", decode_review_body(review_body(replica()))).digest not in keys  # type: ignore[union-attr]
 
 
+def test_replicas_named_by_the_api_server_share_a_key(policy) -> None:
+    """The API server sends each replica's generated name as the request's name."""
+    cache = DecisionCache()
+    for name in ("embedder-7d4f9c-x1", "embedder-7d4f9c-x2"):
+        decided = answer(policy, review_body(replica(), name=name), "validate", cache=cache)
+    assert decided.cached == "hit"
+
+
+def test_a_denial_naming_the_object_is_decided_for_each_name(policy) -> None:
+    """A ReplicaSet's Pod created by someone else is refused naming the Pod: never with
+    another Pod's name."""
+    cache = DecisionCache()
+    for name in ("made-by-alice-1", "made-by-alice-2"):
+        body = review_body(replica(), username="alice", name=name)
+        decided = answer(policy, body, "validate", cache=cache)
+        assert f'Pod \\"{name}\\"' in decided.body.decode()
+        assert decided.cached == "miss"
+        assert decided.body == answer(policy, body, "validate").body
+    assert cache.entries == 0
+
+
 @pytest.mark.parametrize("uid", ['a"b', "a\\b", "é", "\x7f", ""])
 def test_a_uid_that_cannot_be_spliced_is_decided_every_time(policy, uid) -> None:
     cache = DecisionCache()
@@ -347,6 +368,8 @@ PODS = st.builds(
     OWNERS,
     st.sampled_from([None, {"app": "a"}, {"kueue.x-k8s.io/queue-name": "training"}]),
 )
+# What a request is made of but its name: a few of them per example, each sent many times
+# (replicas), so that most requests could be answered from the cache.
 REQUESTS = st.fixed_dictionaries(
     {
         "pod": PODS,
@@ -354,52 +377,48 @@ REQUESTS = st.fixed_dictionaries(
             ["inference", "training", "serving-a", "nb-1", "kube-system", "nobody"]
         ),
         "path": st.sampled_from(["mutate", "validate"]),
-        "update_of": st.none() | PODS,
-        "username": st.sampled_from([REPLICASET_CONTROLLER, "alice", None]),
+        "update_of": st.one_of(st.none(), st.none(), PODS),  # CREATEs twice as often
+        "username": st.sampled_from([REPLICASET_CONTROLLER, "alice", "alice", None]),
         "dry_run": st.booleans(),
     }
 )
+NAMES = st.sampled_from([None, "", "p-1", "p-2", "p-3", "inference", 'q"1'])
 STEPS = st.lists(
     st.one_of(
-        st.tuples(st.just("swap"), st.integers(0, len(POLICY_TEXTS) - 1)),
-        st.tuples(st.just("send"), REQUESTS),
-        st.tuples(st.just("again"), st.just(None)),  # the last request's pod, a new replica
+        st.tuples(st.just("swap"), st.integers(0, len(POLICY_TEXTS) - 1), st.none()),
+        st.tuples(st.just("send"), st.integers(0, 2), NAMES),
     ),
-    min_size=1,
-    max_size=12,
+    min_size=4,
+    max_size=16,
 )
 
 
 @settings(
-    max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    max_examples=50, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
-@given(steps=STEPS)
-def test_cached_answers_are_the_engine_s_byte_for_byte(live, steps) -> None:
+@given(requests=st.lists(REQUESTS, min_size=1, max_size=2), steps=STEPS)
+def test_cached_answers_are_the_engine_s_byte_for_byte(live, requests, steps) -> None:
     client, store, policy_file = live
-    last: dict[str, Any] | None = None
-    for action, argument in steps:
+    for action, which, name in steps:
         if action == "swap":
-            _swap(store, policy_file, argument)
+            _swap(store, policy_file, which)
             continue
-        if action == "again":
-            if last is None:
-                continue
-            argument = {**last, "pod": _renamed(last["pod"])}
-        last = argument
-        old = argument["update_of"]
+        sent = requests[which % len(requests)]
+        old = sent["update_of"]
         body = review_body(
-            argument["pod"],
-            argument["namespace"],
+            _renamed(sent["pod"]),
+            sent["namespace"],
             operation="CREATE" if old is None else "UPDATE",
             old=old,
-            username=argument["username"],
-            dry_run=argument["dry_run"],
+            username=sent["username"],
+            dry_run=sent["dry_run"],
+            name=name,
         )
-        path = argument["path"]
-        expected = answer(store.policy, body, path)
-        assert client.post(f"/{path}", body) == (expected.status, expected.body)
+        expected = answer(store.policy, body, sent["path"])
+        assert client.post(f"/{sent['path']}", body) == (expected.status, expected.body)
 
 
 def _renamed(pod: dict[str, Any]) -> dict[str, Any]:
+    """Another replica of `pod`: a new name and uid."""
     metadata = {**pod["metadata"], "name": f"p-{uuid.uuid4().hex[:5]}", "uid": str(uuid.uuid4())}
     return {**pod, "metadata": metadata}
