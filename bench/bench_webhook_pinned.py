@@ -1,6 +1,7 @@
 """The webhook as a deployment runs it: one core per server, wall-clock req/s and p99 over TLS.
 
     python bench/bench_webhook_pinned.py [--seconds 8] [--rounds 5] [--before main]
+        [--workload same|replicas|distinct]
 
 The chart gives the webhook a limit of 1 CPU, so what a user's pod sees is the rate one core
 sustains, not the requests per CPU second of an unpinned process. Each server runs pinned to
@@ -12,6 +13,12 @@ keep-alive connections, bench/wrk_post.lua), runs pinned to core 1 and POSTs the
 AdmissionReview of a realistic GPU Pod (bench/realistic_pod.py) to /mutate, and the mutated Pod
 to /validate. Turns are interleaved (bare, after, before, bare, ...) and each figure is the
 median of `--rounds` turns, since other work on the machine disturbs single turns.
+
+`--workload`: `same` sends that one body again and again (one uid); `replicas` sends the Pods of
+one ReplicaSet, each with its own uid, name and pod uid, as the API server sends them (the
+decision cache answers all but the first); `distinct` sends 5,000 different Pods in turn (each
+its own template hash, container name and memory hint), more than the decision cache holds, so
+that every request is decided: the cache's cost on a miss.
 
 Target: after >= 1.0x bare in req/s on both paths, by wall clock and by the server's CPU
 microseconds a request (on a busy machine other processes take turns on core 0 and wall-clock
@@ -37,13 +44,46 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.bench_webhook_vs_bare import check_answers, free_port, server
 from bench.machine import cpu_seconds_of, load_average, machine, write_result
-from bench.realistic_pod import POLICY_FILE, mutate_and_validate_bodies
+from bench.realistic_pod import POLICY_FILE, distinct_bodies, mutate_and_validate_bodies
 
 ROOT = Path(__file__).resolve().parents[1]
 BENCH = ROOT / "bench"
 RATIO_TARGET = 1.0
 PATHS = ("mutate", "validate")
 SERVER_CORE, CLIENT_CORE = "0", "1"
+WORKLOADS = ("same", "replicas", "distinct")
+REPLICAS = 64
+DISTINCT = 5000  # past the decision cache's 4096 entries: every request a miss
+
+
+def replica_bodies(count: int) -> tuple[list[bytes], list[bytes]]:
+    """The /mutate and /validate bodies of `count` Pods of one ReplicaSet: the same Pod, each
+    with the uid, generated name and pod uid the API server gives it."""
+    mutate_body, validate_body = mutate_and_validate_bodies()
+    bodies: tuple[list[bytes], list[bytes]] = ([], [])
+    for index in range(count):
+        for body, kept in zip((mutate_body, validate_body), bodies, strict=True):
+            review = json.loads(body)
+            request = review["request"]
+            name = f"embedder-7d4f9c8b5-{index:05x}"
+            request["uid"] = f"5b0c{index:04x}-6a1e-4c52-9f0e-{index:012x}"
+            request["name"] = name
+            request["object"]["metadata"]["name"] = name
+            request["object"]["metadata"]["uid"] = f"a7e3{index:04x}-1d2c-4b8e-8f61-{index:012x}"
+            kept.append(json.dumps(review).encode())
+    return bodies
+
+
+def workload_bodies(workload: str) -> dict[str, list[bytes]]:
+    """{path: bodies} of one workload (one body for `same`)."""
+    if workload == "replicas":
+        mutates, validates = replica_bodies(REPLICAS)
+    elif workload == "distinct":
+        mutates, validates = distinct_bodies(DISTINCT)
+    else:
+        mutate_body, validate_body = mutate_and_validate_bodies()
+        mutates, validates = [mutate_body], [validate_body]
+    return {"mutate": mutates, "validate": validates}
 
 
 def export_revision(revision: str, directory: Path) -> Path:
@@ -100,14 +140,14 @@ def start(
     return servers, cafile
 
 
-def turn(url: str, body_file: Path, seconds: float, pid: int) -> dict[str, Any]:
+def turn(url: str, body_file: Path, seconds: float, pid: int, *, lines: bool) -> dict[str, Any]:
     """One closed-loop wrk turn from CLIENT_CORE; the server's CPU time is read around it (CPU
     microseconds a request, which other work on the machine inflates less than wall time)."""
     cpu_before = cpu_seconds_of(pid)
     output = subprocess.run(
         ["taskset", "-c", CLIENT_CORE, "wrk", "-t1", "-c16", f"-d{seconds:g}s",
          "-s", str(BENCH / "wrk_post.lua"), url],
-        env={**os.environ, "BODY_FILE": str(body_file)},
+        env={**os.environ, "BODY_FILE": str(body_file), "BODY_LINES": "1" if lines else ""},
         capture_output=True, text=True, check=True, timeout=seconds + 60,
     ).stdout  # fmt: skip
     line = next(line for line in output.splitlines() if line.startswith("WRK_JSON "))
@@ -148,8 +188,10 @@ def main() -> int:
     parser.add_argument("--seconds", type=float, default=8.0, help="per turn")
     parser.add_argument("--rounds", type=int, default=5, help="turns per path and server")
     parser.add_argument("--before", help="a git revision to run as 'before' (e.g. main)")
+    parser.add_argument("--workload", choices=WORKLOADS, default="same")
     args = parser.parse_args()
-    mutate_body, validate_body = mutate_and_validate_bodies()
+    sent = workload_bodies(args.workload)
+    lines = args.workload != "same"
     with (
         tempfile.TemporaryDirectory(prefix="bench-pinned-") as tmp,
         contextlib.ExitStack() as stack,
@@ -157,19 +199,21 @@ def main() -> int:
         directory = Path(tmp)
         before = export_revision(args.before, directory) if args.before else None
         bodies = {"mutate": directory / "mutate.json", "validate": directory / "validate.json"}
-        bodies["mutate"].write_bytes(mutate_body)
-        bodies["validate"].write_bytes(validate_body)
+        first = {"mutate": directory / "mutate-1.json", "validate": directory / "validate-1.json"}
+        for path in PATHS:
+            bodies[path].write_bytes(b"\n".join(sent[path]) + b"\n")
+            first[path].write_bytes(sent[path][0])
         servers, cafile = start(stack, directory, before)
         for name in servers:
             if name != "bare+json":
-                check_answers(servers[name][0], bodies, cafile)
+                check_answers(servers[name][0], first, cafile)
         turns: dict[str, dict[str, list[dict[str, Any]]]] = {
             path: {name: [] for name in servers} for path in PATHS
         }
         for _ in range(args.rounds):
             for path in PATHS:
                 for name, (base, pid) in servers.items():
-                    result = turn(f"{base}/{path}", bodies[path], args.seconds, pid)
+                    result = turn(f"{base}/{path}", bodies[path], args.seconds, pid, lines=lines)
                     turns[path][name].append(result)
                     print(
                         f"  /{path:8s} {name:10s} {result['rate']:7,.0f} req/s "
@@ -185,7 +229,8 @@ def main() -> int:
         if any(run["errors"] for run in runs)
     ]
     ok = not errors
-    print(f"\nmedians of {args.rounds} turns, servers on core {SERVER_CORE}, wrk on {CLIENT_CORE}")
+    where = f"servers on core {SERVER_CORE}, wrk on {CLIENT_CORE}"
+    print(f"\n{args.workload}: medians of {args.rounds} turns, {where}")
     for path in PATHS:
         for name, row in summary[path]["median"].items():
             print(
@@ -202,9 +247,11 @@ def main() -> int:
     print(f"target: after >= {RATIO_TARGET:.1f}x bare+json, wall and by CPU: {verdict}")
     summary["seconds_per_turn"] = args.seconds
     summary["before"] = args.before
-    summary["body_bytes"] = {"mutate": len(mutate_body), "validate": len(validate_body)}
+    summary["body_bytes"] = {path: len(sent[path][0]) for path in PATHS}
+    summary["workload"] = args.workload
     summary["target_met"] = ok
-    path = write_result("webhook_pinned", summary)
+    name = "webhook_pinned" if args.workload == "same" else f"webhook_pinned_{args.workload}"
+    path = write_result(name, summary)
     print(f"wrote {path.relative_to(ROOT)}; machine {machine()}")
     return 0 if ok else 1
 
