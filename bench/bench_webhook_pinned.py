@@ -16,9 +16,9 @@ median of `--rounds` turns, since other work on the machine disturbs single turn
 
 `--workload`: `same` sends that one body again and again (one uid); `replicas` sends the Pods of
 one ReplicaSet, each with its own uid, name and pod uid, as the API server sends them (the
-decision cache answers all but the first); `distinct` sends 5,000 different Pods in turn (each
-its own template hash, container name and memory hint), more than the decision cache holds, so
-that every request is decided: the cache's cost on a miss.
+decision cache answers all but the first); `distinct` sends a different Pod every time (wrk
+writes the request's number into its uid and template hash), so that every request is decided:
+the cache's cost when it cannot help.
 
 Target: after >= 1.0x bare in req/s on both paths, by wall clock and by the server's CPU
 microseconds a request (on a busy machine other processes take turns on core 0 and wall-clock
@@ -53,7 +53,7 @@ PATHS = ("mutate", "validate")
 SERVER_CORE, CLIENT_CORE = "0", "1"
 WORKLOADS = ("same", "replicas", "distinct")
 REPLICAS = 64
-DISTINCT = 5000  # past the decision cache's 4096 entries: every request a miss
+SEQUENCE = "@SEQ@"  # replaced by wrk with the request's number (bench/wrk_post.lua)
 
 
 def replica_bodies(count: int) -> tuple[list[bytes], list[bytes]]:
@@ -74,12 +74,22 @@ def replica_bodies(count: int) -> tuple[list[bytes], list[bytes]]:
     return bodies
 
 
+def _numbered(body: bytes) -> bytes:
+    """`body` with wrk's request number in its uid and its Pod's template hash."""
+    review = json.loads(body)
+    request = review["request"]
+    request["uid"] = f"bench-{SEQUENCE}"
+    request["object"]["metadata"]["labels"]["pod-template-hash"] = f"h{SEQUENCE}"
+    return json.dumps(review).encode()
+
+
 def workload_bodies(workload: str) -> dict[str, list[bytes]]:
     """{path: bodies} of one workload (one body for `same`)."""
     if workload == "replicas":
         mutates, validates = replica_bodies(REPLICAS)
     elif workload == "distinct":
-        mutates, validates = distinct_bodies(DISTINCT)
+        mutates, validates = distinct_bodies(1)
+        mutates, validates = [_numbered(mutates[0])], [_numbered(validates[0])]
     else:
         mutate_body, validate_body = mutate_and_validate_bodies()
         mutates, validates = [mutate_body], [validate_body]
@@ -140,14 +150,19 @@ def start(
     return servers, cafile
 
 
-def turn(url: str, body_file: Path, seconds: float, pid: int, *, lines: bool) -> dict[str, Any]:
+def turn(url: str, body_file: Path, seconds: float, pid: int, *, mode: str) -> dict[str, Any]:
     """One closed-loop wrk turn from CLIENT_CORE; the server's CPU time is read around it (CPU
     microseconds a request, which other work on the machine inflates less than wall time)."""
     cpu_before = cpu_seconds_of(pid)
     output = subprocess.run(
         ["taskset", "-c", CLIENT_CORE, "wrk", "-t1", "-c16", f"-d{seconds:g}s",
          "-s", str(BENCH / "wrk_post.lua"), url],
-        env={**os.environ, "BODY_FILE": str(body_file), "BODY_LINES": "1" if lines else ""},
+        env={
+            **os.environ,
+            "BODY_FILE": str(body_file),
+            "BODY_LINES": "1" if mode == "replicas" else "",
+            "BODY_SEQ": "1" if mode == "distinct" else "",
+        },
         capture_output=True, text=True, check=True, timeout=seconds + 60,
     ).stdout  # fmt: skip
     line = next(line for line in output.splitlines() if line.startswith("WRK_JSON "))
@@ -191,7 +206,7 @@ def main() -> int:
     parser.add_argument("--workload", choices=WORKLOADS, default="same")
     args = parser.parse_args()
     sent = workload_bodies(args.workload)
-    lines = args.workload != "same"
+
     with (
         tempfile.TemporaryDirectory(prefix="bench-pinned-") as tmp,
         contextlib.ExitStack() as stack,
@@ -202,7 +217,7 @@ def main() -> int:
         first = {"mutate": directory / "mutate-1.json", "validate": directory / "validate-1.json"}
         for path in PATHS:
             bodies[path].write_bytes(b"\n".join(sent[path]) + b"\n")
-            first[path].write_bytes(sent[path][0])
+            first[path].write_bytes(sent[path][0].replace(SEQUENCE.encode(), b"0"))
         servers, cafile = start(stack, directory, before)
         for name in servers:
             if name != "bare+json":
@@ -213,7 +228,8 @@ def main() -> int:
         for _ in range(args.rounds):
             for path in PATHS:
                 for name, (base, pid) in servers.items():
-                    result = turn(f"{base}/{path}", bodies[path], args.seconds, pid, lines=lines)
+                    url = f"{base}/{path}"
+                    result = turn(url, bodies[path], args.seconds, pid, mode=args.workload)
                     turns[path][name].append(result)
                     print(
                         f"  /{path:8s} {name:10s} {result['rate']:7,.0f} req/s "

@@ -1,6 +1,7 @@
 -- POST the file named by $BODY_FILE on every request; print a JSON summary at the end.
 -- With $BODY_LINES=1 the file holds one body per line, sent in turn (JSON bodies have no raw
--- newlines), so that no two consecutive requests are the same.
+-- newlines), so that no two consecutive requests are the same. With $BODY_SEQ=1 every "@SEQ@"
+-- in the body is replaced by the request's number, so that no two requests are ever the same.
 local file = assert(io.open(os.getenv("BODY_FILE"), "rb"))
 wrk.method = "POST"
 wrk.headers["Content-Type"] = "application/json"
@@ -16,7 +17,13 @@ else
 end
 file:close()
 
-if #lines > 0 then
+if os.getenv("BODY_SEQ") == "1" then
+  local template, sequence = wrk.body, 0
+  request = function()
+    sequence = sequence + 1
+    return wrk.format(nil, nil, nil, (template:gsub("@SEQ@", tostring(sequence))))
+  end
+elseif #lines > 0 then
   local requests, next_request = {}, 0
   -- Built once per thread, once wrk has filled in the Host header and the path.
   init = function(args)

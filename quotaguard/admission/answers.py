@@ -21,10 +21,10 @@ the few answers it gives before a body is read (a body too slow or unreadable) a
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any, Final, Literal, Protocol, cast
 
-from quotaguard.admission.decision_cache import DecisionCache, KeptAnswer, key_of
+from quotaguard.admission.decision_cache import DecisionCache, key_of
 from quotaguard.admission.engine import OperationPath, review, review_offline
 from quotaguard.admission.reviews import API_VERSION, KIND, AdmissionReview, BadReview, encode_json
 from quotaguard.admission.sparse import decode_review_body
@@ -86,7 +86,7 @@ def answer(
         document = decode_review_body(body)
     except (ValueError, RecursionError) as exc:
         return bad_request(f"request body is not JSON: {short(exc)}")
-    key = key_of(operation, document) if cache is not None else None
+    key = key_of(operation, document) if cache is not None and cache.wanted() else None
     if cache is None or key is None:
         return _decided(policy, document, operation, review)
     kept = cache.get(policy, key)
@@ -94,19 +94,22 @@ def answer(
         result = cast(Result, kept.result)  # put only as one of KEPT_RESULTS
         return Answer(200, kept.body(key.uid), kept.kind, result, kept.denials, "hit")
     reads = cache.cluster_reads()
-    decided = _decided(policy, document, operation, review)
+    decided = _decided(policy, document, operation, review, "miss")
     if decided.status == 200 and cache.cluster_reads() == reads:
-        labels = KeptAnswer(b"", decided.kind, decided.result, decided.denials)
-        cache.put(policy, key, decided.body, labels)
-    return replace(decided, cached="miss")
+        cache.put(policy, key, decided.body, (decided.kind, decided.result, decided.denials))
+    return decided
 
 
 def _decided(
-    policy: TenantPolicy, document: Any, operation: OperationPath, review: ReviewFunction
+    policy: TenantPolicy,
+    document: Any,
+    operation: OperationPath,
+    review: ReviewFunction,
+    cached: Cached = "",
 ) -> Answer:
     refused = over_the_limit(document)
     if refused is not None:
-        return Answer(200, encode_json(refused), kind_label(document), "denied")
+        return Answer(200, encode_json(refused), kind_label(document), "denied", (), cached)
     try:
         response = review(policy, document, operation_path=operation)
         payload = encode_json(response)
@@ -116,10 +119,10 @@ def _decided(
         failed = internal_error(document, operation)
         if failed is None:
             return bad_request("not an AdmissionReview: request.uid missing")
-        return Answer(200, encode_json(failed), kind_label(document), "error")
+        return Answer(200, encode_json(failed), kind_label(document), "error", (), cached)
     result = result_of(response)
     denials = tuple(denial_labels(response)) if result == "denied" else ()
-    return Answer(200, payload, kind_label(document), result, denials)
+    return Answer(200, payload, kind_label(document), result, denials, cached)
 
 
 def answer_offline(

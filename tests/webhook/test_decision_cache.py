@@ -22,8 +22,9 @@ from hypothesis import strategies as st
 from quotaguard.admission.answers import answer
 from quotaguard.admission.decision_cache import (
     ENTRY_OVERHEAD_BYTES,
+    SAMPLE_WHEN_COLD,
+    WINDOW,
     DecisionCache,
-    KeptAnswer,
     key_of,
 )
 from quotaguard.admission.reviews import make_review
@@ -285,15 +286,36 @@ def test_entries_and_bytes_are_bounded(policy) -> None:
     assert answer(policy, review_body(replica("5")), "mutate", cache=small).cached == "hit"
 
 
+def test_a_cache_that_finds_nothing_looks_up_one_request_in_eight(policy) -> None:
+    """Distinct requests cost the key on every request only until a window shows the cache
+    finds nothing; replicas after them are found again from the second sampled one."""
+    cache = DecisionCache()
+    for index in range(WINDOW):
+        answer(policy, review_body(replica(labels={"n": str(index)})), "mutate", cache=cache)
+    assert cache.cold
+    looked_up = [
+        answer(policy, review_body(replica(labels={"m": str(i)})), "mutate", cache=cache).cached
+        for i in range(2 * SAMPLE_WHEN_COLD)
+    ]
+    assert looked_up.count("miss") == 2
+    assert looked_up.count("") == 2 * SAMPLE_WHEN_COLD - 2
+    replicas = [
+        answer(policy, review_body(replica()), "mutate", cache=cache).cached
+        for _ in range(3 * SAMPLE_WHEN_COLD)
+    ]
+    assert not cache.cold
+    assert replicas[-SAMPLE_WHEN_COLD:] == ["hit"] * SAMPLE_WHEN_COLD
+
+
 def test_an_answer_that_echoes_its_uid_elsewhere_is_not_kept(policy) -> None:
     cache = DecisionCache()
     key = key_of("mutate", json.loads(review_body(replica(), uid="u-42")))
     assert key is not None
     body = b'{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","response":{"uid":"u-42"'
-    kept = KeptAnswer(b"", "Pod", "denied", ())
-    assert not cache.put(policy, key, body + b',"status":{"message":"uid u-42"}}}', kept)
-    assert cache.put(policy, key, body + b',"allowed":false}}', kept)
-    assert not cache.put(policy, key, body + b"}}", KeptAnswer(b"", "Pod", "error", ()))
+    labels = ("Pod", "denied", ())
+    assert not cache.put(policy, key, body + b',"status":{"message":"uid u-42"}}}', labels)
+    assert cache.put(policy, key, body + b',"allowed":false}}', labels)
+    assert not cache.put(policy, key, body + b"}}", ("Pod", "error", ()))
 
 
 # -- through the live webhook ------------------------------------------------------------------
@@ -309,7 +331,8 @@ def live(
     store = PolicyStore(policy_file)
     store.load()
     certificates = Certificates(directory)
-    with LiveServer(store, loaded_certificate(certificates), cache=DecisionCache()) as server:
+    cache = DecisionCache(sample_when_cold=1)  # every request looked up, whatever it finds
+    with LiveServer(store, loaded_certificate(certificates), cache=cache) as server:
         yield RawClient(server.webhook_port, certificates), store, policy_file
 
 
