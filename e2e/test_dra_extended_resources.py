@@ -5,23 +5,31 @@ rewritten, and the webhook creates no object (the API server's scheduler builds 
 A pod asking for a served resource reaches the webhook through the shipped matchConditions
 (`deviceclass.resource.kubernetes.io/` names) and is judged as the claim it becomes.
 
+The webhooks are registered as `quotaguard registrations --policy` renders them for this
+policy, which declares a class of a name the shipped registrations do not send
+(`example.com/a100-slice`): a tenant asking only for it is judged too.
+
 No DRA driver runs and no device is allocated: what is proven is what the API server accepts,
 stores and sends to the webhook.
 """
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
-from e2e.cluster import Cluster, QuotaguardServer
+from e2e.cluster import REPO_ROOT, Cluster, QuotaguardServer
 
 RESEARCH = "dra-ext-research-e2e"  # tenant research: MIG slices only, rewritten to them
 TRAINING = "dra-ext-training-e2e"  # tenant training: H100s, rewritten to them
 IMPLICIT = "deviceclass.resource.kubernetes.io/"
 MIG_RESOURCE = "gpu.example.com/mig-1g"  # what the MIG DeviceClass declares
+# a device plugin's resource whose name looks like no accelerator: not sent by default
+SLICE = "example.com/a100-slice"
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 POLICY = f"""\
 apiVersion: quotaguard.dev/v1alpha1
@@ -36,10 +44,12 @@ spec:
       memory: 10Gi
       slices: 1
       dra: {{deviceClassName: mig-1g.nvidia.com, extendedResourceName: {MIG_RESOURCE}}}
+    - {{name: a100-slice, resource: {SLICE}, memory: 10Gi}}
   tenants:
     - name: research
       namespaces: [{RESEARCH}]
-      allowedClasses: [mig-1g]
+      allowedClasses: [mig-1g, a100-slice]
+      maxGPUsPerPod: 2
       rewrite: [{{to: mig-1g}}]
     - name: training
       namespaces: [{TRAINING}]
@@ -94,13 +104,24 @@ def gpu_pod(name: str, namespace: str, resource: str, count: int = 1) -> dict[st
 def served(
     cluster: Cluster, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[QuotaguardServer]:
-    policy = tmp_path_factory.mktemp("dra-extended-policy") / "policy.yaml"
+    work = tmp_path_factory.mktemp("dra-extended-policy")
+    policy, registrations = work / "policy.yaml", work / "registrations"
     policy.write_text(POLICY)
+    rendered = subprocess.run(
+        [sys.executable, "-m", "quotaguard", "registrations", "--policy", str(policy),
+         "--out-dir", str(registrations)],
+        cwd=REPO_ROOT, capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert rendered.returncode == 0, rendered.stderr
     for namespace in (RESEARCH, TRAINING):
         cluster.create_namespace(namespace)
     cluster.apply(DEVICE_CLASSES)
     server = cluster.serve_quotaguard(
-        policy, components="webhook", args=["--webhook-read-dra"], name="qg-dra-extended-e2e"
+        policy,
+        components="webhook",
+        args=["--webhook-read-dra"],
+        name="qg-dra-extended-e2e",
+        webhook_dir=registrations,
     )
     try:
         yield server
@@ -159,3 +180,24 @@ def test_the_implicit_resource_of_a_gpu_device_class_no_class_names_is_refused(
 ) -> None:
     stderr = refused(cluster, gpu_pod("any-mig", TRAINING, f"{IMPLICIT}mig.nvidia.com"))
     assert "an accelerator no GPU class" in stderr
+
+
+def test_a_tenant_asking_only_for_a_name_the_policy_declares_is_refused_over_its_max(
+    cluster: Cluster, served: QuotaguardServer
+) -> None:
+    # no nvidia.com/ key, no accelerator-like name, no claim: the shipped registrations do not
+    # send this pod, the ones rendered for the policy do
+    stderr = refused(cluster, gpu_pod("sneak-slices", RESEARCH, SLICE, 4))
+    assert (
+        'denied the request: tenant "research": at most 2 GPU-equivalents per pod '
+        f"(maxGPUsPerPod); pod asks for 4 (main: {SLICE}: 4)"
+    ) in stderr
+
+
+def test_a_pod_asking_for_that_name_within_its_max_is_queued(
+    cluster: Cluster, served: QuotaguardServer
+) -> None:
+    cluster.create(gpu_pod("slices", RESEARCH, SLICE, 2))
+    stored = cluster.get("pod", "slices", namespace=RESEARCH)
+    assert stored["metadata"]["labels"][QUEUE_LABEL] == "research"
+    assert stored["spec"]["containers"][0]["resources"]["limits"] == {SLICE: "2"}
