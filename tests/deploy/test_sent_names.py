@@ -6,6 +6,7 @@ conditions in e2e/test_match_conditions.py."""
 
 from __future__ import annotations
 
+import os
 import string
 from pathlib import Path
 
@@ -29,7 +30,16 @@ from quotaguard.webhook.registrations import (
     configurations,
     render,
 )
-from tests.deploy.manifests import CHART, REPO, Manifest, helm_template, parse, run_helm
+from tests.deploy.manifests import (
+    CHART,
+    KUBECTL,
+    REPO,
+    Manifest,
+    helm_template,
+    kustomize,
+    parse,
+    run_helm,
+)
 from tests.deploy.test_chart import without_release_labels
 
 SLICE = "example.com/a100-slice"
@@ -171,3 +181,23 @@ def test_the_chart_refuses_a_name_that_is_not_a_resource_name() -> None:
     )
     assert result.returncode != 0
     assert "extraResourceNames/0" in result.stderr and "does not match pattern" in result.stderr
+
+
+def test_a_kustomize_overlay_takes_the_rendered_files_as_patches(tmp_path: Path) -> None:
+    """docs/deploy.md: `quotaguard registrations --out-dir` into an overlay, the three files
+    listed under `patches:`; the build's webhooks are the rendered ones, condition by condition."""
+    if KUBECTL is None:
+        pytest.skip("kubectl not installed (kustomize)")
+    out = tmp_path / "registrations"
+    out.mkdir()
+    for path, text in render(POLICY_NAMES).items():
+        if path.startswith("webhook/"):
+            (out / Path(path).name).write_text(text)
+    base = os.path.relpath(REPO / "config", tmp_path)
+    patches = "".join(f"  - path: registrations/{p.name}\n" for p in sorted(out.iterdir()))
+    (tmp_path / "kustomization.yaml").write_text(
+        "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\n"
+        f"resources:\n  - {base}\npatches:\n{patches}"
+    )
+    built = expressions([d for d in kustomize(tmp_path) if d["kind"].endswith("Configuration")])
+    assert built == expressions(configurations(POLICY_NAMES))
