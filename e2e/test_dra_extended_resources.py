@@ -18,6 +18,7 @@ from __future__ import annotations
 import subprocess
 import sys
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -201,3 +202,31 @@ def test_a_pod_asking_for_that_name_within_its_max_is_queued(
     stored = cluster.get("pod", "slices", namespace=RESEARCH)
     assert stored["metadata"]["labels"][QUEUE_LABEL] == "research"
     assert stored["spec"]["containers"][0]["resources"]["limits"] == {SLICE: "2"}
+
+
+def test_check_says_whether_the_clusters_registrations_send_the_policys_names(
+    cluster: Cluster, served: QuotaguardServer, tmp_path: Path
+) -> None:
+    def check(policy_text: str) -> subprocess.CompletedProcess[str]:
+        policy = tmp_path / "policy.yaml"
+        policy.write_text(policy_text)
+        return subprocess.run(
+            [sys.executable, "-m", "quotaguard", "registrations", "--policy", str(policy),
+             "--check", "--kubeconfig", str(cluster.kubeconfig)],
+            cwd=REPO_ROOT, capture_output=True, text=True, timeout=120, check=False,
+        )  # fmt: skip
+
+    current = check(POLICY)
+    assert current.returncode == 0, current.stderr
+    assert "send every resource name" in current.stdout
+    # the policy in Git gains a class; the registrations in the cluster lag behind
+    declared = f"    - {{name: a100-slice, resource: {SLICE}, memory: 10Gi}}\n"
+    moved = check(
+        POLICY.replace(
+            declared,
+            declared + "    - {name: h100-half, resource: example.net/h100-half, memory: 40Gi}\n",
+        )
+    )
+    assert moved.returncode == 1, moved.stdout + moved.stderr
+    assert "example.net/h100-half: the cluster's webhook registrations do not send" in moved.stderr
+    assert SLICE not in moved.stderr

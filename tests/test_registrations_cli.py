@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -125,3 +126,53 @@ def test_a_tenant_asking_only_for_the_policys_own_name_is_judged(
     assert response["allowed"] is False
     assert response["auditAnnotations"] == {"tenant": "research", "denied": "max-gpus-per-pod"}
     assert f"pod asks for 4 (main: {SLICE}: 4)" in response["status"]["message"]
+
+
+def cluster_holding(monkeypatch: pytest.MonkeyPatch, configs: list[dict[str, Any]] | None) -> None:
+    """`--check` reads these configurations (None: the cluster cannot be read)."""
+    from quotaguard.commands import registrations
+
+    def reader(kubeconfig: str | None, context: str | None) -> Any:
+        if configs is None:
+            raise registrations._Unreadable("k: cannot load a cluster configuration: no file")
+        by_name = {c["metadata"]["name"]: c for c in configs}
+        return lambda kind, name: by_name.get(name)
+
+    monkeypatch.setattr(registrations, "_configuration_reader", reader)
+
+
+@pytest.mark.parametrize(
+    ("installed", "code", "said"),
+    [
+        (POLICY_NAMES, 0, "send every resource name of"),
+        ((), 1, f"{SLICE}: the cluster's webhook registrations do not send a pod asking for it"),
+        (POLICY_NAMES[1:], 1, f"{SLICE}: the cluster's webhook registrations do not send"),
+    ],
+)
+def test_check_compares_the_clusters_registrations_with_the_policy(
+    policy: str,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    installed: tuple[str, ...],
+    code: int,
+    said: str,
+) -> None:
+    cluster_holding(monkeypatch, configurations(installed))
+    assert main(["registrations", "-p", policy, "--check"]) == code
+    captured = capsys.readouterr()
+    assert said in captured.out + captured.err
+    if code:
+        assert f"apply `quotaguard registrations --policy {policy}`" in captured.err
+        assert "example.org/fabric" not in captured.err or not installed
+
+
+def test_check_says_what_is_missing_or_unreadable(
+    policy: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    cluster_holding(monkeypatch, configurations(POLICY_NAMES)[:1])
+    assert main(["registrations", "-p", policy, "--check"]) == 1
+    err = capsys.readouterr().err
+    assert "not in the cluster: quotaguard-validating, quotaguard-validating-resources" in err
+    cluster_holding(monkeypatch, None)
+    assert main(["registrations", "-p", policy, "--check"]) == 2
+    assert "cannot load a cluster configuration" in capsys.readouterr().err

@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +44,20 @@ def register(verbs: Any) -> None:
         help="write the three files into DIR (webhook/'s names) instead of printing them",
     )
     parser.add_argument(
+        "--check",
+        action="store_true",
+        help="instead, compare the cluster's registrations with the policy: exit 1, naming "
+        "them, when they do not send a name the policy governs",
+    )
+    parser.add_argument(
+        "--kubeconfig",
+        metavar="FILE",
+        help="with --check; without it, as kubectl: $KUBECONFIG, ~/.kube/config, in-cluster",
+    )
+    parser.add_argument(
+        "--context", metavar="NAME", help="with --check: kubeconfig context (default: the current)"
+    )
+    parser.add_argument(
         "-o",
         "--output",
         choices=("yaml", "json", "names"),
@@ -61,6 +76,8 @@ def run(args: argparse.Namespace) -> int:
     if isinstance(policy, int):
         return policy
     names = names_to_send(policy)
+    if args.check:
+        return _check(args, names)
     try:
         rendered = render(names)
     except ExtraNameError as exc:
@@ -93,3 +110,79 @@ def _write(directory: Path, files: dict[str, str]) -> int:
         print(f"{directory}: cannot write: {read_error(exc)}", file=sys.stderr)
         return 2
     return 0
+
+
+def _check(args: argparse.Namespace, names: tuple[str, ...]) -> int:
+    """Exit 0 when the cluster's three configurations send every name, 1 naming those they do
+    not (or the configurations missing), 2 when the cluster cannot be read."""
+    from quotaguard.webhook.name_widening import names_not_sent
+    from quotaguard.webhook.registrations import MUTATING, VALIDATING, VALIDATING_RESOURCES
+
+    wanted = (
+        ("MutatingWebhookConfiguration", MUTATING),
+        ("ValidatingWebhookConfiguration", VALIDATING),
+        ("ValidatingWebhookConfiguration", VALIDATING_RESOURCES),
+    )
+    try:
+        read = _configuration_reader(args.kubeconfig, args.context)
+        found = {name: read(kind, name) for kind, name in wanted}
+    except _Unreadable as exc:
+        print(f"quotaguard registrations: {exc}", file=sys.stderr)
+        return 2
+    absent = [name for name, config in found.items() if config is None]
+    if absent:
+        print(
+            f"quotaguard registrations: not in the cluster: {', '.join(absent)} "
+            "(quotaguard's webhooks are not installed as shipped)",
+            file=sys.stderr,
+        )
+        return 1
+    missing = names_not_sent([c for c in found.values() if c is not None], names)
+    for name in missing:
+        print(
+            f"{args.policy}: {name}: the cluster's webhook registrations do not send a pod "
+            "asking for it, so such a pod is neither queued nor checked; apply `quotaguard "
+            f"registrations --policy {args.policy}` (or upgrade the Helm release)",
+            file=sys.stderr,
+        )
+    if not missing:
+        print(
+            f"the cluster's webhook registrations send every resource name of {args.policy} "
+            f"({len(names)} beyond the default ones)"
+        )
+    return 1 if missing else 0
+
+
+class _Unreadable(Exception):
+    """The cluster's webhook configurations cannot be read (exit 2)."""
+
+
+def _configuration_reader(
+    kubeconfig: str | None, context: str | None
+) -> Callable[[str, str], dict[str, Any] | None]:
+    """Read a webhook configuration by kind and name: its JSON, None when absent."""
+    from quotaguard.kube.client import api_client, status_code
+
+    try:
+        from kubernetes import client
+
+        admission = client.AdmissionregistrationV1Api(api_client(kubeconfig, context=context))
+    except Exception as exc:  # the config loaders raise several unrelated types
+        where = kubeconfig or "in-cluster or default kubeconfig"
+        raise _Unreadable(f"{where}: cannot load a cluster configuration: {exc}") from exc
+
+    def read(kind: str, name: str) -> dict[str, Any] | None:
+        noun = "mutating" if kind.startswith("Mutating") else "validating"
+        call = getattr(admission, f"read_{noun}_webhook_configuration")
+        try:
+            response = call(name, _preload_content=False, _request_timeout=10)
+        except Exception as exc:
+            status = status_code(exc)
+            if status == 404:
+                return None
+            reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            raise _Unreadable(f"read {kind} {name}: {reason}") from exc
+        loaded: dict[str, Any] = json.loads(response.data)
+        return loaded
+
+    return read

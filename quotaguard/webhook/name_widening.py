@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import copy
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from quotaguard.kube.names import DRA_EXTENDED_RESOURCE_PREFIX
@@ -71,3 +71,33 @@ def widened_configuration(config: dict[str, Any], names: tuple[str, ...]) -> dic
         for condition in hook.get("matchConditions", []):
             condition["expression"] = widened_expression(condition["expression"], names)
     return widened
+
+
+_LISTED_BESIDE_HEAD = re.compile(r"name in \[([^\]]*)\] \|\| " + re.escape(NAME_CHECK_HEAD))
+_QUOTED = re.compile(r"'([^']*)'")
+
+
+def names_not_sent(configs: Iterable[Mapping[str, Any]], names: Iterable[str]) -> tuple[str, ...]:
+    """Those of `names` that some name check of the webhook configurations `configs` (as read
+    from a cluster) does not list: a pod asking only for one of them is not sent to every
+    webhook that must see it. Configurations without any name check send none of them."""
+    wanted = set(names)
+    listed_everywhere: set[str] | None = None
+    for config in configs:
+        for hook in _maps(config.get("webhooks")):
+            for condition in _maps(hook.get("matchConditions")):
+                expression = condition.get("expression")
+                if not isinstance(expression, str) or NAME_CHECK_HEAD not in expression:
+                    continue
+                lists = _LISTED_BESIDE_HEAD.findall(expression)
+                here = set(wanted)
+                if len(lists) < expression.count(NAME_CHECK_HEAD):
+                    here = set()  # a name check with no list beside it
+                for listed in lists:
+                    here &= set(_QUOTED.findall(listed))
+                listed_everywhere = here if listed_everywhere is None else listed_everywhere & here
+    return tuple(sorted(wanted - (listed_everywhere or set())))
+
+
+def _maps(value: object) -> list[Mapping[str, Any]]:
+    return [item for item in value if isinstance(item, Mapping)] if isinstance(value, list) else []

@@ -20,6 +20,7 @@ from quotaguard.webhook.name_widening import (
     MAX_EXTRA_NAMES,
     NAME_CHECK_HEAD,
     ExtraNameError,
+    names_not_sent,
     widened_expression,
 )
 from quotaguard.webhook.registrations import (
@@ -201,3 +202,16 @@ def test_a_kustomize_overlay_takes_the_rendered_files_as_patches(tmp_path: Path)
     )
     built = expressions([d for d in kustomize(tmp_path) if d["kind"].endswith("Configuration")])
     assert built == expressions(configurations(POLICY_NAMES))
+
+
+def test_names_not_sent_reads_what_live_registrations_list() -> None:
+    assert names_not_sent(configurations(), POLICY_NAMES) == POLICY_NAMES
+    assert names_not_sent(configurations(POLICY_NAMES), POLICY_NAMES) == ()
+    assert names_not_sent(configurations([SLICE]), POLICY_NAMES) == ("example.org/fabric",)
+    assert names_not_sent([], POLICY_NAMES) == POLICY_NAMES
+    # one webhook of one configuration left as shipped (edited by hand, or an old apply)
+    mutating, validating, resources = configurations(POLICY_NAMES)
+    resources["webhooks"][3] = configurations()[2]["webhooks"][3]
+    assert names_not_sent([mutating, validating, resources], POLICY_NAMES) == POLICY_NAMES
+    odd = [{"webhooks": [None, {"matchConditions": "x"}, {"matchConditions": [{"expression": 1}]}]}]
+    assert names_not_sent([*odd, mutating], [SLICE]) == ()
