@@ -115,7 +115,7 @@ def _write(directory: Path, files: dict[str, str]) -> int:
 def _check(args: argparse.Namespace, names: tuple[str, ...]) -> int:
     """Exit 0 when the cluster's three configurations send every name, 1 naming those they do
     not (or the configurations missing), 2 when the cluster cannot be read."""
-    from quotaguard.webhook.name_widening import names_not_sent
+    from quotaguard.policy.sent_names import names_not_sent
     from quotaguard.webhook.registrations import MUTATING, VALIDATING, VALIDATING_RESOURCES
 
     wanted = (

@@ -7,7 +7,9 @@ below, each written once there. Widening puts `name in [...]` beside each, in ev
 of every webhook: CREATE and UPDATE of pods and of every workload kind's templates (the
 fail-closed resources webhooks too) and the re-applied-plain-GPU checks of pods. The Helm
 chart's `quotaguard.webhookConfiguration` helper makes the same replacement on the same
-fragments (tests/deploy holds the two outputs equal). A name list costs the API server's CEL
+fragments (tests/deploy holds the two outputs equal);
+`quotaguard.policy.sent_names.names_not_sent` reads the lists back from a cluster's
+configurations. A name list costs the API server's CEL
 estimate one comparison per name per resource key; `MAX_EXTRA_NAMES` bounds it.
 """
 
@@ -15,16 +17,12 @@ from __future__ import annotations
 
 import copy
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from typing import Any
 
-from quotaguard.kube.names import DRA_EXTENDED_RESOURCE_PREFIX
 from quotaguard.policy.model import RESOURCE_NAME
+from quotaguard.policy.sent_names import NAME_CHECK_HEAD
 
-# the head of the name check of every condition that looks for GPU requests
-NAME_CHECK_HEAD = (
-    f"name.startsWith('nvidia.com/') || name.startsWith('{DRA_EXTENDED_RESOURCE_PREFIX}')"
-)
 # a Pod's re-applied plain GPU: another nvidia.com/ resource next to nvidia.com/gpu
 ANOTHER_NVIDIA_RESOURCE = "name != 'nvidia.com/gpu' && name.startsWith('nvidia.com/')"
 MAX_EXTRA_NAMES = 64
@@ -71,33 +69,3 @@ def widened_configuration(config: dict[str, Any], names: tuple[str, ...]) -> dic
         for condition in hook.get("matchConditions", []):
             condition["expression"] = widened_expression(condition["expression"], names)
     return widened
-
-
-_LISTED_BESIDE_HEAD = re.compile(r"name in \[([^\]]*)\] \|\| " + re.escape(NAME_CHECK_HEAD))
-_QUOTED = re.compile(r"'([^']*)'")
-
-
-def names_not_sent(configs: Iterable[Mapping[str, Any]], names: Iterable[str]) -> tuple[str, ...]:
-    """Those of `names` that some name check of the webhook configurations `configs` (as read
-    from a cluster) does not list: a pod asking only for one of them is not sent to every
-    webhook that must see it. Configurations without any name check send none of them."""
-    wanted = set(names)
-    listed_everywhere: set[str] | None = None
-    for config in configs:
-        for hook in _maps(config.get("webhooks")):
-            for condition in _maps(hook.get("matchConditions")):
-                expression = condition.get("expression")
-                if not isinstance(expression, str) or NAME_CHECK_HEAD not in expression:
-                    continue
-                lists = _LISTED_BESIDE_HEAD.findall(expression)
-                here = set(wanted)
-                if len(lists) < expression.count(NAME_CHECK_HEAD):
-                    here = set()  # a name check with no list beside it
-                for listed in lists:
-                    here &= set(_QUOTED.findall(listed))
-                listed_everywhere = here if listed_everywhere is None else listed_everywhere & here
-    return tuple(sorted(wanted - (listed_everywhere or set())))
-
-
-def _maps(value: object) -> list[Mapping[str, Any]]:
-    return [item for item in value if isinstance(item, Mapping)] if isinstance(value, list) else []

@@ -27,9 +27,9 @@ from quotaguard.kube.names import (
     KUEUE_ADMISSION_GATE,
     KUEUE_QUEUE_LABEL,
 )
+from quotaguard.policy.sent_names import NAME_CHECK_HEAD
 from quotaguard.webhook.name_widening import (
     ANOTHER_NVIDIA_RESOURCE,
-    NAME_CHECK_HEAD,
     checked_names,
     widened_configuration,
 )

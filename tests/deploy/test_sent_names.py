@@ -15,12 +15,11 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from quotaguard.kube.names import ACCELERATOR_PATTERN
+from quotaguard.policy.sent_names import NAME_CHECK_HEAD, names_not_sent
 from quotaguard.webhook.name_widening import (
     ANOTHER_NVIDIA_RESOURCE,
     MAX_EXTRA_NAMES,
-    NAME_CHECK_HEAD,
     ExtraNameError,
-    names_not_sent,
     widened_expression,
 )
 from quotaguard.webhook.registrations import (
