@@ -24,6 +24,13 @@ _ACCELERATOR = re.compile(ACCELERATOR_PATTERN)
 NAME_CHECK_HEAD = (
     f"name.startsWith('nvidia.com/') || name.startsWith('{DRA_EXTENDED_RESOURCE_PREFIX}')"
 )
+# quotaguard's webhook configurations as (plural, name), in the order they are written
+# (`quotaguard.webhook.registrations` builds them; tests/deploy holds the names equal)
+REGISTRATIONS = (
+    ("mutatingwebhookconfigurations", "00-quotaguard-mutating"),
+    ("validatingwebhookconfigurations", "quotaguard-validating"),
+    ("validatingwebhookconfigurations", "quotaguard-validating-resources"),
+)
 # What `validate` says where a name is not sent by default.
 HOW_TO_SEND = (
     "render the registrations for this policy: `quotaguard registrations --policy FILE "

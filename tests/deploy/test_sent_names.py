@@ -15,7 +15,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from quotaguard.kube.names import ACCELERATOR_PATTERN
-from quotaguard.policy.sent_names import NAME_CHECK_HEAD, names_not_sent
+from quotaguard.policy.sent_names import NAME_CHECK_HEAD, REGISTRATIONS, names_not_sent
 from quotaguard.webhook.name_widening import (
     ANOTHER_NVIDIA_RESOURCE,
     MAX_EXTRA_NAMES,
@@ -214,3 +214,10 @@ def test_names_not_sent_reads_what_live_registrations_list() -> None:
     assert names_not_sent([mutating, validating, resources], POLICY_NAMES) == POLICY_NAMES
     odd = [{"webhooks": [None, {"matchConditions": "x"}, {"matchConditions": [{"expression": 1}]}]}]
     assert names_not_sent([*odd, mutating], [SLICE]) == ()
+
+
+def test_the_registrations_the_controller_reads_are_the_ones_rendered() -> None:
+    assert (
+        tuple((f"{c['kind'].lower()}s", c["metadata"]["name"]) for c in configurations())
+        == REGISTRATIONS
+    )
