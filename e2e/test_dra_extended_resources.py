@@ -7,7 +7,9 @@ A pod asking for a served resource reaches the webhook through the shipped match
 
 The webhooks are registered as `quotaguard registrations --policy` renders them for this
 policy, which declares a class of a name the shipped registrations do not send
-(`example.com/a100-slice`): a tenant asking only for it is judged too.
+(`example.com/a100-slice`): a tenant asking only for it is judged too. When the policy gains a
+name the registrations in the cluster do not list, `quotaguard registrations --check` and the
+controller's `quotaguard_registrations_unsent_resource_names` say so.
 
 No DRA driver runs and no device is allocated: what is proven is what the API server accepts,
 stores and sends to the webhook.
@@ -17,13 +19,14 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from e2e.cluster import REPO_ROOT, Cluster, QuotaguardServer
+from e2e.cluster import REPO_ROOT, Cluster, QuotaguardServer, wait_until
 
 RESEARCH = "dra-ext-research-e2e"  # tenant research: MIG slices only, rewritten to them
 TRAINING = "dra-ext-training-e2e"  # tenant training: H100s, rewritten to them
@@ -230,3 +233,41 @@ def test_check_says_whether_the_clusters_registrations_send_the_policys_names(
     assert moved.returncode == 1, moved.stdout + moved.stderr
     assert "example.net/h100-half: the cluster's webhook registrations do not send" in moved.stderr
     assert SLICE not in moved.stderr
+
+
+def test_the_controller_reports_a_name_the_clusters_registrations_do_not_send(
+    cluster: Cluster, served: QuotaguardServer, tmp_path: Path
+) -> None:
+    declared = f"    - {{name: a100-slice, resource: {SLICE}, memory: 10Gi}}\n"
+    policy = tmp_path / "policy.yaml"
+    policy.write_text(
+        POLICY.replace(
+            declared,
+            declared + "    - {name: h100-half, resource: example.net/h100-half, memory: 40Gi}\n",
+        )
+    )
+    controller = cluster.serve_quotaguard(
+        policy, components="controller", args=["--mode", "recommend"], name="qg-unsent-e2e"
+    )
+    series = "quotaguard_registrations_unsent_resource_names"
+    try:
+        wait_until(
+            lambda: f"{series}{{" in metrics(controller.http_port),
+            timeout=90,
+            interval=1,
+            what=f"{series} on the controller's /metrics",
+        )
+        lines = [
+            line for line in metrics(controller.http_port).splitlines() if line.startswith(series)
+        ]
+        assert lines == [f'{series}{{resource="example.net/h100-half"}} 1.0']
+    finally:
+        cluster.stop_quotaguard(controller)
+
+
+def metrics(port: int) -> str:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
+            return str(response.read().decode())
+    except OSError:
+        return ""
