@@ -17,6 +17,7 @@ stores and sends to the webhook.
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import urllib.request
@@ -27,6 +28,8 @@ from typing import Any
 import pytest
 
 from e2e.cluster import REPO_ROOT, Cluster, QuotaguardServer, wait_until
+from quotaguard.webhook.name_widening import MAX_CONFIGURATION_BYTES, MAX_EXTRA_NAMES
+from quotaguard.webhook.registrations import configurations
 
 RESEARCH = "dra-ext-research-e2e"  # tenant research: MIG slices only, rewritten to them
 TRAINING = "dra-ext-training-e2e"  # tenant training: H100s, rewritten to them
@@ -271,3 +274,23 @@ def metrics(port: int) -> str:
             return str(response.read().decode())
     except OSError:
         return ""
+
+
+def test_registrations_with_the_most_names_allowed_are_accepted_by_kubectl_apply(
+    cluster: Cluster,
+) -> None:
+    """MAX_EXTRA_NAMES names, as long as MAX_CONFIGURATION_BYTES lets them be: the API server
+    compiles every condition and `kubectl apply` keeps each configuration in its annotation."""
+    longest = [f"example{i:02}.com/a100-slice-{'x' * 7}" for i in range(MAX_EXTRA_NAMES)]
+    configs = configurations(longest)
+    sizes = [len(json.dumps(c, separators=(",", ":"))) for c in configs]
+    assert max(sizes) > 0.9 * MAX_CONFIGURATION_BYTES, sizes
+    result = cluster.kubectl(
+        "apply",
+        "--dry-run=server",
+        "-f",
+        "-",
+        input=json.dumps({"apiVersion": "v1", "kind": "List", "items": configs}),
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr[-2000:]

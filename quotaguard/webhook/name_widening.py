@@ -9,13 +9,20 @@ fail-closed resources webhooks too) and the re-applied-plain-GPU checks of pods.
 chart's `quotaguard.webhookConfiguration` helper makes the same replacement on the same
 fragments (tests/deploy holds the two outputs equal);
 `quotaguard.policy.sent_names.names_not_sent` reads the lists back from a cluster's
-configurations. A name list costs the API server's CEL
-estimate one comparison per name per resource key; `MAX_EXTRA_NAMES` bounds it.
+configurations.
+
+Each name is written about 80 times per configuration. What bounds them is size, not CEL cost
+(measured on kube-apiserver 1.36: 256 names of 25 characters compile and are accepted; near
+480 one expression passes the API server's 100,000-code-point limit): `kubectl apply` keeps
+the whole object in an annotation of at most 262,144 bytes, which the validating
+configuration (170 kB as shipped) passes near 50 such names. `MAX_EXTRA_NAMES` and
+`MAX_CONFIGURATION_BYTES` keep every configuration applicable with `kubectl apply`.
 """
 
 from __future__ import annotations
 
 import copy
+import json
 import re
 from collections.abc import Iterable
 from typing import Any
@@ -25,7 +32,10 @@ from quotaguard.policy.sent_names import NAME_CHECK_HEAD
 
 # a Pod's re-applied plain GPU: another nvidia.com/ resource next to nvidia.com/gpu
 ANOTHER_NVIDIA_RESOURCE = "name != 'nvidia.com/gpu' && name.startsWith('nvidia.com/')"
-MAX_EXTRA_NAMES = 64
+MAX_EXTRA_NAMES = 32
+# a configuration's JSON, leaving room in kubectl's 262,144-byte annotation for the chart's
+# labels and the caBundle `quotaguard certs` or cert-manager adds
+MAX_CONFIGURATION_BYTES = 240_000
 _RESOURCE_NAME = re.compile(RESOURCE_NAME)
 
 
@@ -46,7 +56,7 @@ def checked_names(names: Iterable[str]) -> tuple[str, ...]:
     if len(unique) > MAX_EXTRA_NAMES:
         raise ExtraNameError(
             f"{len(unique)} resource names to send; at most {MAX_EXTRA_NAMES} keep the "
-            "matchConditions within the API server's CEL cost limit"
+            "webhook configurations small enough for `kubectl apply`"
         )
     return tuple(unique)
 
@@ -63,9 +73,19 @@ def widened_expression(expression: str, names: tuple[str, ...]) -> str:
 
 
 def widened_configuration(config: dict[str, Any], names: tuple[str, ...]) -> dict[str, Any]:
-    """A copy of a webhook configuration whose every matchCondition sends `names` too."""
+    """A copy of a webhook configuration whose every matchCondition sends `names` too, or
+    ExtraNameError when the copy is too large to apply."""
+    if not names:
+        return config
     widened = copy.deepcopy(config)
     for hook in widened["webhooks"]:
         for condition in hook.get("matchConditions", []):
             condition["expression"] = widened_expression(condition["expression"], names)
+    size = len(json.dumps(widened, separators=(",", ":")))
+    if size > MAX_CONFIGURATION_BYTES:
+        raise ExtraNameError(
+            f"with these {len(names)} resource names {widened['metadata']['name']} is "
+            f"{size:,} bytes, over the {MAX_CONFIGURATION_BYTES:,} that `kubectl apply` can "
+            "keep: send fewer or shorter names"
+        )
     return widened

@@ -128,8 +128,12 @@ def test_widening_only_adds_the_names_beside_each_check(names: list[str]) -> Non
         (["example.com/x') || true || ('"], "is not an extended resource name"),
         (["a100-slice"], "'a100-slice' is not an extended resource name"),
         (
+            [f"example.com/{'x' * 60}-{i}" for i in range(MAX_EXTRA_NAMES)],
+            "bytes, over the 240,000 that `kubectl apply` can keep: send fewer or shorter names",
+        ),
+        (
             [f"example.com/n{i}" for i in range(MAX_EXTRA_NAMES + 1)],
-            f"at most {MAX_EXTRA_NAMES} keep the matchConditions within",
+            f"at most {MAX_EXTRA_NAMES} keep the webhook configurations small enough",
         ),
     ],
 )
