@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from quotaguard.kube.dra import ALL, ClaimSpec, DeviceChoice, DraObjects, dra_objects
+from quotaguard.kube.dra import ALL, ClaimSpec, DeviceChoice, DraObjects, PodClaim, dra_objects
 from quotaguard.policy.dra_classes import classes_for_request
 from quotaguard.policy.model import GpuClass, TenantPolicy
 from quotaguard.quota.cluster import ClusterSnapshot, PodSet, Workload
@@ -122,11 +122,7 @@ def _pods_claims(
             continue
         target = usage if pod.bound else pending
         for claim in pod.claims:
-            if claim.claim_name is not None:
-                spec = lookup.claim(pod.namespace, claim.claim_name)
-            else:
-                assert claim.template_name is not None
-                spec = lookup.template(pod.namespace, claim.template_name)
+            spec = _claim_spec(lookup, pod.namespace, claim)
             if spec is None:
                 problems.append(
                     f"Pod {pod.namespace}/{pod.name}: {claim.source} is not in the snapshot; "
@@ -135,16 +131,26 @@ def _pods_claims(
                 continue
             units = claim_units(policy, spec)
             if claim.claim_name is None:
-                for name, count in units.items():
-                    target[tenant.name, name] = target.get((tenant.name, name), 0) + count
+                _add(target, tenant.name, units)
                 continue
             key = (pod.namespace, claim.claim_name)
             _, _, bound = shared.get(key, (tenant.name, units, False))
             shared[key] = (tenant.name, units, bound or pod.bound)
     for owner, units, bound in shared.values():
-        target = usage if bound else pending
-        for name, count in units.items():
-            target[owner, name] = target.get((owner, name), 0) + count
+        _add(usage if bound else pending, owner, units)
+
+
+def _claim_spec(lookup: DraObjects, namespace: str, claim: PodClaim) -> ClaimSpec | None:
+    """The spec of the ResourceClaim or ResourceClaimTemplate a Pod's claim names."""
+    if claim.claim_name is not None:
+        return lookup.claim(namespace, claim.claim_name)
+    assert claim.template_name is not None
+    return lookup.template(namespace, claim.template_name)
+
+
+def _add(target: dict[tuple[str, str], int], owner: str, units: Mapping[str, int]) -> None:
+    for name, count in units.items():
+        target[owner, name] = target.get((owner, name), 0) + count
 
 
 def _workload_units(
