@@ -26,7 +26,6 @@ from e2e.kueue import (
     ControllerProcess,
     http_json,
     serve_controller,
-    workload,
     workload_conditions,
 )
 
@@ -148,7 +147,7 @@ def test_kueue_on_the_manager_reaches_the_workers_and_admits_under_the_fleet_quo
 ) -> None:
     """Kueue's controller with MultiKueue on the manager connects to the workers through the
     Secrets quotaguard reads, and reserves quota on the manager within the sum quotaguard
-    wrote: product's second Workload waits until quotaguard raises product's fleet quota."""
+    wrote: product's second Job waits until quotaguard raises product's fleet quota."""
     clusters = fleet[0].clusters
     manager = clusters["manager"]
     started = time.monotonic()
@@ -158,13 +157,23 @@ def test_kueue_on_the_manager_reaches_the_workers_and_admits_under_the_fleet_quo
     wait_until(
         lambda: quotas(manager)["product"] == 8, timeout=60, what="product's 8 on the manager"
     )
-    manager.create(workload("eval", "product", "product", {GPU: 4}))
+    # Jobs, not bare Workloads: MultiKueue rejects a Workload no Job owns (no adapter), at times
+    # before Kueue has reserved it
+    manager.create(batch_job("eval", "product", pods=1, gpus=4))
+    evaluation = wait_until(
+        lambda: workload_of_job(manager, "eval", "product"), timeout=30, what="eval's Workload"
+    )
     wait_until(
-        lambda: workload_conditions(manager, "eval", "product").get("QuotaReserved") == "True",
+        lambda: workload_conditions(manager, evaluation, "product").get("QuotaReserved") == "True",
         timeout=60,
         what="Kueue reserving eval's 4 GPUs under product's 8",
     )
-    manager.create(workload("eval-big", "product", "product", {GPU: 8}))
+    manager.create(batch_job("eval-big", "product", pods=1, gpus=8))
+    big = wait_until(
+        lambda: workload_of_job(manager, "eval-big", "product"),
+        timeout=30,
+        what="eval-big's Workload",
+    )
     # 4 + 8 is over the manager's 8 (and its ClusterQueue borrows from no cohort): Kueue can
     # reserve it only once quotaguard plans product's demand of 12 (west has the room) and
     # writes the sum on the manager
@@ -174,7 +183,7 @@ def test_kueue_on_the_manager_reaches_the_workers_and_admits_under_the_fleet_quo
         what="quotaguard raising product's quota to its demand",
     )
     wait_until(
-        lambda: workload_conditions(manager, "eval-big", "product").get("QuotaReserved") == "True",
+        lambda: workload_conditions(manager, big, "product").get("QuotaReserved") == "True",
         timeout=60,
         what="Kueue reserving eval-big under the raised quota",
     )
@@ -205,22 +214,22 @@ def planned(serving: ControllerProcess) -> dict[str, tuple[int, int]] | None:
     }
 
 
-def research_job(name: str, pods: int) -> dict[str, Any]:
-    """A batch Job as a research user writes it on the manager: research's queue label, `pods`
-    pods of 8 H100s each at once. Kueue's webhook there suspends it and hands it to MultiKueue
-    (`spec.managedBy`)."""
+def batch_job(name: str, tenant: str, *, pods: int, gpus: int = 8) -> dict[str, Any]:
+    """A batch Job as a tenant's user writes it on the manager: the tenant's queue label,
+    `pods` pods of `gpus` H100s each at once. Kueue's webhook there suspends it and hands it to
+    MultiKueue (`spec.managedBy`)."""
     container = {
         "name": "train",
         "image": "registry.example/train:1",
-        "resources": {"requests": {GPU: "8"}, "limits": {GPU: "8"}},
+        "resources": {"requests": {GPU: str(gpus)}, "limits": {GPU: str(gpus)}},
     }
     return {
         "apiVersion": "batch/v1",
         "kind": "Job",
         "metadata": {
             "name": name,
-            "namespace": "research",
-            "labels": {"kueue.x-k8s.io/queue-name": "research"},
+            "namespace": tenant,
+            "labels": {"kueue.x-k8s.io/queue-name": tenant},
         },
         "spec": {
             "parallelism": pods,
@@ -231,10 +240,10 @@ def research_job(name: str, pods: int) -> dict[str, Any]:
     }
 
 
-def workload_of_job(cluster: Cluster, job: str) -> str | None:
-    """The name of the Workload Kueue made for research's Job `job` (MultiKueue gives its
-    copies on the workers the same name)."""
-    for found in cluster.get("workloads.kueue.x-k8s.io", namespace="research")["items"]:
+def workload_of_job(cluster: Cluster, job: str, namespace: str = "research") -> str | None:
+    """The name of the Workload Kueue made for the Job `job` (MultiKueue gives its copies on
+    the workers the same name)."""
+    for found in cluster.get("workloads.kueue.x-k8s.io", namespace=namespace)["items"]:
         owners = found["metadata"].get("ownerReferences") or []
         if any(o["kind"] == "Job" and o["name"] == job for o in owners):
             return str(found["metadata"]["name"])
@@ -277,12 +286,19 @@ def test_a_job_on_the_manager_is_dispatched_to_the_worker_with_room_and_admitted
     if not running.worker_kueue or running.start_multikueue() is None:
         pytest.skip("Kueue controller not built (optional e2e.build step)")
     manager, east, west = (running.clusters[name] for name in ("manager", *WORKERS))
-    # what the tests before left on the manager: Workloads no Job owns, which MultiKueue
-    # cannot dispatch
-    for name, namespace in (("finetune", "research"), ("eval", "product"), ("eval-big", "product")):
-        manager.kubectl(
-            "delete", "workloads.kueue.x-k8s.io", name, "-n", namespace, "--ignore-not-found"
-        )
+    # what the tests before left on the manager: research's Workload no Job owns, product's
+    # Jobs (no garbage collector runs there: their Workloads are deleted too, and MultiKueue
+    # deletes the copies on west)
+    manager.kubectl(
+        "delete", "workloads.kueue.x-k8s.io", "finetune", "-n", "research", "--ignore-not-found"
+    )
+    for job in ("eval", "eval-big"):
+        owned = workload_of_job(manager, job, "product")
+        manager.kubectl("delete", "job", job, "-n", "product", "--ignore-not-found", "--wait=false")
+        if owned is not None:
+            manager.kubectl(
+                "delete", "workloads.kueue.x-k8s.io", owned, "-n", "product", "--wait=false"
+            )
     # the plan (not yet the quotas, which a break in writing them would leave elsewhere)
     wait_until(
         lambda: planned(serving) == {"east": (16, 0), "west": (0, 16), "manager": (16, 16)},
@@ -291,7 +307,7 @@ def test_a_job_on_the_manager_is_dispatched_to_the_worker_with_room_and_admitted
     )
     assert quotas(west)["research"] == 0
     started = time.monotonic()
-    manager.create(research_job("sweep", pods=1))
+    manager.create(batch_job("sweep", "research", pods=1))
     sweep = wait_until(
         lambda: workload_of_job(manager, "sweep"), timeout=30, what="sweep's Workload"
     )
@@ -323,7 +339,7 @@ def test_a_job_on_the_manager_is_dispatched_to_the_worker_with_room_and_admitted
 
     # 24 more H100s: research's demand (48) is over its fleet quota of 24 (32 less product's
     # guarantee), which sweep and the pretraining fill
-    manager.create(research_job("sweep-big", pods=3))
+    manager.create(batch_job("sweep-big", "research", pods=3))
     big = wait_until(
         lambda: workload_of_job(manager, "sweep-big"), timeout=30, what="sweep-big's Workload"
     )
