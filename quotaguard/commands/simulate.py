@@ -154,6 +154,13 @@ def _inputs(args: argparse.Namespace) -> tuple[Any, Any] | int:
         for line in exc.problems:
             print(line, file=sys.stderr)
         return 2
+    if trace.clusters and policy.spec.backend != "kueue":
+        print(
+            f"{source_name(args.trace)}: the trace names clusters (a MultiKueue fleet); the "
+            f"policy's backend must be kueue, not {policy.spec.backend}",
+            file=sys.stderr,
+        )
+        return 2
     if args.gpu_metrics:
         trace = _without_faulty_gpus(policy, trace, args.gpu_metrics, source_name(args.gpu_metrics))
     return policy, trace
@@ -191,6 +198,11 @@ def run(args: argparse.Namespace) -> int:
     finally:
         if bar is not None:
             bar.close()
+    fleet = None
+    if trace.clusters:
+        from quotaguard.simulate.fleet_report import simulate_fleet
+
+        fleet = simulate_fleet(simulation.setup, trace)
     if args.html:
         from quotaguard.simulate.simulation_page import render_html
 
@@ -201,13 +213,18 @@ def run(args: argparse.Namespace) -> int:
             print(f"{args.html}: cannot write: {exc.strerror or exc}", file=sys.stderr)
             return 2
     if args.output in ("json", "yaml"):
-        sys.stdout.write(dump(result_json(simulation), args.output))
+        found = result_json(simulation)
+        if fleet is not None:
+            found["fleet"] = fleet.json()
+        sys.stdout.write(dump(found, args.output))
     elif args.output == "html":
         from quotaguard.simulate.simulation_page import render_html
 
         sys.stdout.write(render_html(simulation))
     else:
         sys.stdout.write(render_text(simulation))
+        if fleet is not None:
+            sys.stdout.write("\n".join(fleet.lines()) + "\n")
         if args.html:
             print(f"\nReport with charts: {args.html}")
     if args.showback_csv:
