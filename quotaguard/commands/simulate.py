@@ -11,6 +11,7 @@ from quotaguard.commands.showback_csv import write_showback_csv
 
 if TYPE_CHECKING:  # the verb's modules load when it runs, not when the CLI starts
     from quotaguard.policy.model import TenantPolicy
+    from quotaguard.simulate.fleet_report import FleetResult
     from quotaguard.simulate.placement import Scoring
 
 PROGRESS_MIN_WORKLOADS = 5000  # shorter traces finish before a bar would be worth drawing
@@ -173,6 +174,10 @@ def _policy_scoring(policy: TenantPolicy) -> Scoring:
     return "MostAllocated" if packs and policy.spec.backend == "kueue" else "LeastAllocated"
 
 
+def _page(page: str, fleet: FleetResult | None) -> str:
+    return page if fleet is None else fleet.page(page)
+
+
 def run(args: argparse.Namespace) -> int:
     from quotaguard.simulate.preemption import PRESETS
     from quotaguard.simulate.simulation import simulate
@@ -208,7 +213,7 @@ def run(args: argparse.Namespace) -> int:
 
         try:
             with open(args.html, "w", encoding="utf-8") as out:
-                out.write(render_html(simulation))
+                out.write(_page(render_html(simulation), fleet))
         except OSError as exc:
             print(f"{args.html}: cannot write: {exc.strerror or exc}", file=sys.stderr)
             return 2
@@ -220,7 +225,7 @@ def run(args: argparse.Namespace) -> int:
     elif args.output == "html":
         from quotaguard.simulate.simulation_page import render_html
 
-        sys.stdout.write(render_html(simulation))
+        sys.stdout.write(_page(render_html(simulation), fleet))
     else:
         sys.stdout.write(render_text(simulation))
         if fleet is not None:

@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import bisect
 import dataclasses
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from html import escape
 from typing import Any
 
 from quotaguard.simulate.arm_metrics import ArmMetrics, arm_metrics, percentile
@@ -32,7 +33,7 @@ from quotaguard.simulate.fleet_replay import (
 from quotaguard.simulate.guarantees import restore_episodes
 from quotaguard.simulate.setup import Setup
 from quotaguard.simulate.trace import Trace
-from quotaguard.simulate.words import format_span
+from quotaguard.simulate.words import format_span, percent
 
 NOTES = (
     "MultiKueue dispatch is modelled as immediate: no network latency, no time for the worker's "
@@ -275,6 +276,52 @@ def fleet_lines(fleet: FleetSetup, figures: Sequence[FleetFigures]) -> list[str]
     return lines
 
 
+def fleet_rows(figures: Sequence[FleetFigures]) -> list[list[str]]:
+    """The fleet arms side by side, a row per figure (the HTML page's table)."""
+
+    def row(label: str, cell: Callable[[FleetFigures], str]) -> list[str]:
+        return [label, *(cell(found) for found in figures)]
+
+    rows = [
+        ["", *(found.arm for found in figures)],
+        row("GPU utilisation", lambda f: percent(f.utilization)),
+        row("useful utilisation", lambda f: percent(f.useful_utilization)),
+        row("mean wait", lambda f: format_span(f.mean_wait)),
+        row("p50 wait", lambda f: format_span(f.p50_wait)),
+        row("p95 wait", lambda f: format_span(f.p95_wait)),
+        row("p95 wait within guarantee", lambda f: format_span(f.guaranteed_p95_wait)),
+        row("guarantee episodes", lambda f: str(f.restore_episodes)),
+        row("p95 guarantee restore", lambda f: format_span(f.restore_p95)),
+        row("still waiting at end", lambda f: str(f.waiting)),
+        row("of them on the manager", lambda f: str(f.on_manager)),
+        row("preempted", lambda f: str(f.preempted)),
+        row("fleet plans", lambda f: str(f.plans)),
+    ]
+    for name in figures[0].clusters if figures else ():
+        rows.append(
+            [
+                f"{name} utilisation",
+                *(percent(f.clusters[name].overall.utilization) for f in figures),
+            ]
+        )
+    return rows
+
+
+def fleet_html(figures: Sequence[FleetFigures]) -> str:
+    """The HTML page's fleet section: the table and what is not modelled."""
+    rows = fleet_rows(figures)
+    head = "".join(f"<th>{escape(cell)}</th>" for cell in rows[0])
+    body = "".join(
+        "<tr>" + "".join(f"<td>{escape(cell)}</td>" for cell in line) + "</tr>" for line in rows[1:]
+    )
+    notes = "".join(f"<li>{escape(note)}</li>" for note in NOTES)
+    return (
+        "<h2>The fleet: a static split against the fleet planner</h2>"
+        f'<div class="scroll"><table><thead><tr>{head}</tr></thead><tbody>{body}</tbody>'
+        f"</table></div><p>Not modelled:</p><ul>{notes}</ul>"
+    )
+
+
 @dataclass(frozen=True, slots=True)
 class FleetResult:
     setup: FleetSetup
@@ -286,6 +333,11 @@ class FleetResult:
 
     def lines(self) -> list[str]:
         return fleet_lines(self.setup, self.figures)
+
+    def page(self, page: str) -> str:
+        """The simulation's HTML page with the fleet's section at its end."""
+        end = "</body></html>"
+        return page.replace(end, fleet_html(self.figures) + end) if end in page else page
 
 
 def simulate_fleet(shared: Setup, trace: Trace) -> FleetResult:

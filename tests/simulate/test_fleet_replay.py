@@ -90,6 +90,10 @@ def test_the_cli_prints_one_line_per_fleet_arm_and_a_fleet_key_in_json(capsys):
     assert [line.split()[0] for line in lines[start + 1 : start + 3]] == ["static", "planned"]
     assert main([*args, "-o", "json"]) == 0
     assert "fleet" in json.loads(capsys.readouterr().out)
+    assert main([*args, "-o", "html"]) == 0
+    page = capsys.readouterr().out
+    assert "<h2>The fleet: a static split against the fleet planner</h2>" in page
+    assert page.rstrip().endswith("</body></html>")
 
 
 def test_a_trace_without_clusters_has_no_fleet_key(capsys, tmp_path):
