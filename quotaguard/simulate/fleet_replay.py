@@ -13,6 +13,7 @@ that is down waits until it answers.
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
 import heapq
 from collections.abc import Callable, Mapping, Sequence
@@ -38,6 +39,8 @@ from quotaguard.simulate.queueing import QueueModel
 from quotaguard.simulate.trace import Trace
 
 FleetArmName = Literal["static", "planned"]
+Key = tuple[int, float, int]  # (-priority, arrival time, id): the manager's order
+Shape = tuple[str | None, int]  # what an arrival asks for (`_shape`)
 FLEET_ARMS: tuple[FleetArmName, ...] = ("static", "planned")
 
 
@@ -127,7 +130,11 @@ class _FleetReplay:
             )
             self.replays[cluster.name] = _Replay(fleet.workers[cluster.name], spec)
         self.run = FleetRun(arm, {name: r.run for name, r in self.replays.items()})
-        self.waiting: list[tuple[int, float, int]] = []  # (-priority, at, id) on the manager
+        # what waits on the manager, by what it asks for (`_shape`): (-priority, at, id) in
+        # dispatch order
+        self.waiting: dict[Shape, list[Key]] = {}
+        self.units: dict[str, dict[str, int]] = {}  # tenant -> class -> units waiting there
+        self.changed = False  # whether a worker may take more than at the last dispatch
         self.held: list[Arrival] = []  # created on a worker that is down
         self.by_id = {a.id: a for a in fleet.queued}
 
@@ -137,7 +144,10 @@ class _FleetReplay:
     def arrive(self, arrival: Arrival, now: float) -> None:
         named = self.fleet.submitted_to.get(arrival.id)
         if named is None:
-            heapq.heappush(self.waiting, (-arrival.priority, arrival.at, arrival.id))
+            key = (-arrival.priority, arrival.at, arrival.id)
+            bisect.insort(self.waiting.setdefault(_shape(arrival), []), key)
+            self._count(arrival, 1)
+            self.changed = True
         elif not next(c for c in self.fleet.clusters if c.name == named).answers(now):
             self.held.append(arrival)
         else:
@@ -169,7 +179,8 @@ class _FleetReplay:
             _worker_state(name, replay.model, self.fleet.workers[name], name in answering)
             for name, replay in self.replays.items()
         ]
-        planned = planned_quotas(policy, states, self._manager_units())
+        planned = planned_quotas(policy, states, self.units)
+        self.changed = True
         for name in answering:
             replay = self.replays[name]
             cohort = worker_cohort(
@@ -181,36 +192,40 @@ class _FleetReplay:
             if cohort != replay.model.cohort:
                 replay.model.configure(cohort)
 
-    def _manager_units(self) -> dict[str, dict[str, int]]:
-        units: dict[str, dict[str, int]] = {}
-        for _, _, ident in self.waiting:
-            arrival = self.by_id[ident]
-            assert arrival.tenant is not None
-            row = units.setdefault(arrival.tenant, {})
-            for name, amount in arrival.verdict.request:
-                row[name] = row.get(name, 0) + amount
-        return units
+    def _count(self, arrival: Arrival, sign: int) -> None:
+        assert arrival.tenant is not None
+        row = self.units.setdefault(arrival.tenant, {})
+        for name, amount in arrival.verdict.request:
+            row[name] = row.get(name, 0) + sign * amount
 
     def dispatch(self, now: float) -> None:
-        if not self.waiting:
+        """Give what waits on the manager to the workers, in its order (see the module
+        docstring). A request no worker took is not tried again in the same pass: dispatching
+        only takes room; so each pass walks the heads of the requests that wait."""
+        if not self.changed:
             return
+        self.changed = False
         answering = self._answers(now)
-        left = []
-        for key in sorted(self.waiting):
+        heads = [(keys[0], shape) for shape, keys in self.waiting.items() if keys]
+        heapq.heapify(heads)
+        while heads:
+            key, shape = heapq.heappop(heads)
             arrival = self.by_id[key[2]]
             target = _target(self.replays, answering, arrival)
             if target is None:
-                left.append(key)
                 continue
+            keys = self.waiting[shape]
+            keys.pop(0)
+            if keys:
+                heapq.heappush(heads, (keys[0], shape))
             self._create(target, arrival)
+            self._count(arrival, -1)
             self.replays[target].admit(now)
-        heapq.heapify(left)
-        self.waiting = left
 
     def sample(self, now: float) -> None:
         for replay in self.replays.values():
             replay.sample(now)
-        units = self._manager_units()
+        units = self.units
         for tenant in (t.name for t in self.fleet.shared.policy.spec.tenants):
             row = self.run.manager_waiting.setdefault(tenant, {})
             for gpu_class in self.fleet.shared.policy.spec.gpu_classes:
@@ -220,6 +235,12 @@ class _FleetReplay:
     def next_completion(self) -> float | None:
         ends = [r.completions[0][0] for r in self.replays.values() if r.completions]
         return min(ends) if ends else None
+
+
+def _shape(arrival: Arrival) -> Shape:
+    """What an arrival asks for, cheaply: its tenant and its verdict (one object per manifest
+    and namespace)."""
+    return arrival.tenant, id(arrival.verdict)
 
 
 def _worker_state(name: str, model: QueueModel, setup: Setup, reachable: bool) -> WorkerState:
@@ -274,6 +295,8 @@ def run_fleet(fleet: FleetSetup, arm: FleetArmName) -> FleetRun:
             now = min(now, completion)
         if now >= horizon:
             break
+        if completion is not None and completion <= now:
+            replay.changed = True
         for worker in replay.replays.values():
             worker.complete(now)
         replay.release_held(now)
@@ -292,5 +315,5 @@ def run_fleet(fleet: FleetSetup, arm: FleetArmName) -> FleetRun:
         if ticking:
             replay.sample(now)
             next_tick += interval
-    replay.run.on_manager = {ident for _, _, ident in replay.waiting}
+    replay.run.on_manager = {key[2] for keys in replay.waiting.values() for key in keys}
     return replay.run
