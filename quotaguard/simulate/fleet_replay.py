@@ -232,6 +232,29 @@ class _FleetReplay:
                 amount = units.get(tenant, {}).get(gpu_class.name, 0)
                 row.setdefault(gpu_class.name, []).append(amount)
 
+    def step(self, now: float, queued: Sequence[Arrival], position: int, *, ticking: bool) -> int:
+        """Everything at one instant (the module docstring's order); the arrivals' position."""
+        completion = self.next_completion()
+        if completion is not None and completion <= now:
+            self.changed = True
+        for worker in self.replays.values():
+            worker.complete(now)
+        self.release_held(now)
+        while position < len(queued) and queued[position].at <= now:
+            self.arrive(queued[position], now)
+            position += 1
+        if ticking:
+            self.tick(now)
+        for worker in self.replays.values():
+            worker.admit(now)
+        self.dispatch(now)
+        for worker in self.replays.values():
+            if worker.placing:
+                worker.place(now)
+        if ticking:
+            self.sample(now)
+        return position
+
     def next_completion(self) -> float | None:
         ends = [r.completions[0][0] for r in self.replays.values() if r.completions]
         return min(ends) if ends else None
@@ -295,25 +318,9 @@ def run_fleet(fleet: FleetSetup, arm: FleetArmName) -> FleetRun:
             now = min(now, completion)
         if now >= horizon:
             break
-        if completion is not None and completion <= now:
-            replay.changed = True
-        for worker in replay.replays.values():
-            worker.complete(now)
-        replay.release_held(now)
-        while position < len(queued) and queued[position].at <= now:
-            replay.arrive(queued[position], now)
-            position += 1
         ticking = next_tick <= now
+        position = replay.step(now, queued, position, ticking=ticking)
         if ticking:
-            replay.tick(now)
-        for worker in replay.replays.values():
-            worker.admit(now)
-        replay.dispatch(now)
-        for worker in replay.replays.values():
-            if worker.placing:
-                worker.place(now)
-        if ticking:
-            replay.sample(now)
             next_tick += interval
     replay.run.on_manager = {key[2] for keys in replay.waiting.values() for key in keys}
     return replay.run

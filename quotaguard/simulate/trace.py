@@ -45,6 +45,9 @@ starts over.
 
 `dra: true` and `draObjects` (the claims' templates and DeviceClasses): see `trace_dra`.
 
+`clusters` (a MultiKueue fleet's workers, instead of `nodes`) and a workload's `cluster`: see
+`fleet_trace`.
+
 Times are seconds or Go-style durations (`90s`, `2h`). Every problem of a trace is reported at
 once as FILE:LINE:COLUMN. The common case (a valid trace) is read with the fast C YAML loader;
 only when something is wrong is the file read again with line numbers to place the problems.
