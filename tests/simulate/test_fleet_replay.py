@@ -183,3 +183,7 @@ def test_no_worker_runs_more_than_it_has_and_each_workload_runs_on_one(policy, w
             direct = fleet.submitted_to.get(arrival.id)
             if direct is not None and ran:
                 assert ran == [direct]
+            # on a worker (running, done or queued there) or still on the manager, not both
+            assert (arrival.id in run.ran_on) != (arrival.id in run.on_manager)
+            if direct is not None:
+                assert run.ran_on.get(arrival.id) == direct
