@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -89,17 +90,21 @@ def make_module_cluster(toolchain: build.Toolchain) -> Iterator[Callable[..., Cl
     yield from _factory(toolchain)
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Every e2e test on one xdist worker, in order (`--dist loadgroup`): they share the
+    session's control plane, while tests/ spread over the other workers."""
+    here = Path(__file__).parent
+    for item in items:
+        if item.path.is_relative_to(here):
+            item.add_marker(pytest.mark.xdist_group("e2e"))
+
+
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
-    report = yield
+    report: pytest.TestReport = yield
     if report.failed:
         _failed.append(item.nodeid)
+        if len(_failed) == 1:  # the first failure's logs; a section travels back from xdist
+            logs = "\n".join(c.failure_report() for c in _clusters)
+            report.sections.append(("e2e control-plane logs", logs))
     return report
-
-
-def pytest_terminal_summary(terminalreporter: Any) -> None:
-    if not _failed or not _clusters:
-        return
-    terminalreporter.section("e2e control-plane logs")
-    for c in _clusters:
-        terminalreporter.write_line(c.failure_report())
