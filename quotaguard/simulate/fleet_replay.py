@@ -18,6 +18,7 @@ import dataclasses
 import heapq
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Literal
 
 from quotaguard.planning.fleet_split import WorkerState
@@ -55,8 +56,9 @@ class FleetSetup:
     submitted_to: Mapping[int, str]  # arrival id -> cluster, for those created on a worker
     split: Split  # the static split (and the planned arm's ceilings)
 
-    @property
+    @cached_property
     def queued(self) -> list[Arrival]:
+        """The arrivals that enter a tenant's queue within the span, in arrival order."""
         shared = self.shared
         return [a for a in shared.arrivals if shared.queued(a) and a.at < shared.horizon]
 
