@@ -6,9 +6,10 @@ workload with `cluster` is created on that worker, one without waits on the mana
 fleet controller's tick (planned arm), then an admission pass on every worker, then dispatch,
 then placement on every worker. Dispatch takes the manager's waiting workloads by priority, then
 arrival, and gives each to the first worker (in the trace's order) whose ClusterQueue admits it
-now, else to the first whose nominal quota for the tenant has room for it (Kueue there reclaims
-what it lent); a worker whose API server is down gets nothing. A workload created on a worker
-that is down waits until it answers.
+now, else to the first whose nominal quota for the tenant has room for it beside what it runs
+and what waits there (Kueue there reclaims what it lent). A worker whose API server is down
+gets nothing, admits and binds nothing (what runs there runs on); a workload created on it
+waits until it answers.
 """
 
 from __future__ import annotations
@@ -247,10 +248,12 @@ class _FleetReplay:
             position += 1
         if ticking:
             self.tick(now)
-        for worker in self.replays.values():
+        # a worker whose API server is down admits and binds nothing; what runs there runs on
+        answering = [self.replays[cluster.name] for cluster in self._answers(now)]
+        for worker in answering:
             worker.admit(now)
         self.dispatch(now)
-        for worker in self.replays.values():
+        for worker in answering:
             if worker.placing:
                 worker.place(now)
         if ticking:
@@ -296,12 +299,15 @@ def _target(
 
 
 def _within_nominal(model: QueueModel, tenant: str, request: Sequence[tuple[str, int]]) -> bool:
+    """Whether the tenant's nominal quota on the worker has room for the request beside what
+    it runs and what already waits there: Kueue would reclaim what it lent for it."""
     queue = next((q for q in model.cohort.queues if q.name == tenant), None)
     if queue is None:
         return False
-    used = model.usage(tenant)
+    used, waiting = model.usage(tenant), model.pending_units(tenant)
     return all(
-        name in queue.quotas and used.get(name, 0) + units <= queue.quotas[name].nominal
+        name in queue.quotas
+        and used.get(name, 0) + waiting.get(name, 0) + units <= queue.quotas[name].nominal
         for name, units in request
     )
 
