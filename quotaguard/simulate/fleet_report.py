@@ -172,7 +172,8 @@ def _restores(fleet: FleetSetup, run: FleetRun) -> tuple[list[float], int]:
 
 
 def fleet_figures(fleet: FleetSetup, run: FleetRun) -> FleetFigures:
-    clusters = {}
+    """One fleet arm's figures (the module docstring says how each is counted)."""
+    clusters: dict[str, ArmMetrics] = {}
     for name, setup in fleet.workers.items():
         ran = tuple(a for a in setup.arrivals if run.ran_on.get(a.id) == name)
         clusters[name] = arm_metrics(dataclasses.replace(setup, arrivals=ran), run.workers[name])
@@ -204,11 +205,12 @@ def fleet_figures(fleet: FleetSetup, run: FleetRun) -> FleetFigures:
     )
 
 
-def _cluster_json(metrics: ArmMetrics, workloads: int) -> dict[str, Any]:
+def _cluster_json(metrics: ArmMetrics) -> dict[str, Any]:
+    """One worker's figures: over its own capacity, of the workloads created or dispatched there."""
     return {
         "utilization": round(metrics.overall.utilization, 4),
         "usefulUtilization": round(metrics.overall.useful_utilization, 4),
-        "workloads": workloads,
+        "workloads": metrics.overall.workloads,
     }
 
 
@@ -234,10 +236,7 @@ def figures_json(figures: FleetFigures) -> dict[str, Any]:
         "neverFits": figures.never_fits,
         "preempted": figures.preempted,
         "plans": figures.plans,
-        "clusters": {
-            name: _cluster_json(metrics, metrics.overall.workloads)
-            for name, metrics in figures.clusters.items()
-        },
+        "clusters": {name: _cluster_json(metrics) for name, metrics in figures.clusters.items()},
     }
 
 
