@@ -101,6 +101,7 @@ class FleetRun:
     workers: dict[str, ArmRun]
     ran_on: dict[int, str] = field(default_factory=dict)  # arrival id -> worker
     on_manager: set[int] = field(default_factory=set)  # never dispatched by the end
+    held: set[int] = field(default_factory=set)  # created on a worker still down at the end
     # tenant -> class -> units waiting on the manager, per sample
     manager_waiting: dict[str, dict[str, list[int]]] = field(default_factory=dict)
     plans: int = 0
@@ -331,4 +332,5 @@ def run_fleet(fleet: FleetSetup, arm: FleetArmName) -> FleetRun:
         if ticking:
             next_tick += interval
     replay.run.on_manager = {key[2] for keys in replay.waiting.values() for key in keys}
+    replay.run.held = {arrival.id for arrival in replay.held}
     return replay.run

@@ -151,12 +151,15 @@ NODE = "{{name: n{i}, allocatable: {{nvidia.com/gpu: '{gpus}'}}}}"
 POD = "{{spec: {{containers: [{{name: m, resources: {{limits: {{nvidia.com/gpu: '{gpus}'}}}}}}]}}}}"
 
 
-def _random_trace(workers: list[list[int]], work: list[tuple[int, int, int, str, int]]) -> str:
+def _random_trace(
+    workers: list[tuple[list[int], int]], work: list[tuple[int, int, int, str, int]]
+) -> str:
     clusters = "\n".join(
         f"  - name: w{index}\n    nodes: ["
         + ", ".join(NODE.format(i=i, gpus=gpus) for i, gpus in enumerate(nodes))
         + "]"
-        for index, nodes in enumerate(workers)
+        + (f"\n    down: [{{from: {down}, to: {down + 3600}}}]" if down >= 0 else "")
+        for index, (nodes, down) in enumerate(workers)
     )
     entries = "\n".join(
         f"  - {{at: {at}, duration: {duration}, namespace: {tenant}, pod: {POD.format(gpus=gpus)}"
@@ -167,10 +170,15 @@ def _random_trace(workers: list[list[int]], work: list[tuple[int, int, int, str,
     return f"horizon: 3h\nclusters:\n{clusters}\nworkloads:\n{entries}\n"
 
 
-@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     workers=st.lists(
-        st.lists(st.sampled_from([2, 4, 8]), min_size=1, max_size=2), min_size=1, max_size=3
+        st.tuples(
+            st.lists(st.sampled_from([2, 4, 8]), min_size=1, max_size=2),
+            st.sampled_from([-1, -1, 0, 1800, 5400]),  # a worker down for an hour from then
+        ),
+        min_size=1,
+        max_size=3,
     ),
     work=st.lists(
         st.tuples(
@@ -194,6 +202,8 @@ def test_no_worker_runs_more_than_it_has_and_each_workload_runs_on_one(policy, w
             gpus = fleet.workers[name].capacity_gpus
             for sample in zip(*worker.series.allocated.values(), strict=True):
                 assert sum(sample) <= gpus + 1e-9
+            cluster = next(c for c in fleet.clusters if c.name == name)
+            assert all(cluster.answers(at) for at in worker.admitted_at.values())
         for arrival in fleet.queued:
             ran = [name for name, r in run.workers.items() if arrival.id in r.admitted_at]
             assert len(ran) <= 1
@@ -201,6 +211,7 @@ def test_no_worker_runs_more_than_it_has_and_each_workload_runs_on_one(policy, w
             if direct is not None and ran:
                 assert ran == [direct]
             # on a worker (running, done or queued there) or still on the manager, not both
-            assert (arrival.id in run.ran_on) != (arrival.id in run.on_manager)
+            places = (run.ran_on, run.on_manager, run.held)
+            assert sum(arrival.id in place for place in places) == 1
             if direct is not None:
-                assert run.ran_on.get(arrival.id) == direct
+                assert run.ran_on.get(arrival.id, direct) == direct
