@@ -94,18 +94,18 @@ def test_the_json_tells_what_is_not_modelled(sample):
     assert set(found["arms"]) == {"static", "planned"}
 
 
-def test_the_cli_prints_one_line_per_fleet_arm_and_a_fleet_key_in_json(capsys):
+def test_the_cli_prints_one_line_per_fleet_arm_and_a_fleet_key_in_json(capsys, tmp_path):
     args = ["simulate", "-p", str(POLICY), "--trace", str(TRACE), "--no-scoring-comparison"]
-    assert main(args) == 0
+    page = tmp_path / "page.html"
+    assert main([*args, "--html", str(page)]) == 0
     lines = capsys.readouterr().out.splitlines()
     start = lines.index("Fleet (2 workers, GPUs: east 16, west 8):")
     assert [line.split()[0] for line in lines[start + 1 : start + 3]] == ["static", "planned"]
+    html = page.read_text()
+    assert "<h2>The fleet: a static split against the fleet planner</h2>" in html
+    assert html.rstrip().endswith("</body></html>")
     assert main([*args, "-o", "json"]) == 0
     assert "fleet" in json.loads(capsys.readouterr().out)
-    assert main([*args, "-o", "html"]) == 0
-    page = capsys.readouterr().out
-    assert "<h2>The fleet: a static split against the fleet planner</h2>" in page
-    assert page.rstrip().endswith("</body></html>")
 
 
 def test_a_trace_without_clusters_has_no_fleet_key(capsys, tmp_path):
