@@ -10,6 +10,8 @@ them (from anything that can reach the port) take the webhook past its memory li
 - one whose request headers are still incomplete `header_timeout` after their first byte is
   closed (the API server sends a review at once: only a slow or hostile client trickles);
 - the body must arrive within `body_timeout` of the headers (see `read_body`): HTTP 408;
+  after an answer to a body not read to its end, the connection is closed within
+  `LINGERING_TIME` (aiohttp reads and drops what still trickles in for 10 s);
 - one peer address holds at most `max_per_peer` connections, far fewer than the listener's
   `max_connections`: a new connection past either cap takes the place of an idle one, the one
   idle the longest of that peer (per-peer cap) or of the peer holding the most (global cap),
@@ -309,6 +311,11 @@ def json_error_response(status: int, message: str | None) -> web.Response:
     return response
 
 
+# Time the client gets to read an answer sent before its body ended (a 408, a 413) before the
+# connection closes: enough for an honest client, far from aiohttp's 10 s a trickler holds.
+LINGERING_TIME: Final = 1.0
+
+
 class GuardedRunner(web.AppRunner):
     """aiohttp's runner, with the handler arguments (`keepalive_timeout`, `logger`, header
     limits...) kept for `GuardedSite`, which makes the connections' protocols itself."""
@@ -321,6 +328,7 @@ class GuardedRunner(web.AppRunner):
         shutdown_timeout: float = 60.0,
         **handler_args: Any,
     ) -> None:
+        handler_args.setdefault("lingering_time", LINGERING_TIME)
         super().__init__(app, shutdown_timeout=shutdown_timeout, **handler_args)
         self.guard = guard
         self.handler_args = handler_args

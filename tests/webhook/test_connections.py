@@ -24,6 +24,7 @@ import pytest
 from quotaguard.admission.reviews import make_review
 from quotaguard.serve.components import ServeOptions, serve
 from quotaguard.webhook.guard import (
+    LINGERING_TIME,
     ClientMistakes,
     ConnectionGuard,
     ConnectionLimits,
@@ -223,14 +224,17 @@ def test_headers_that_trickle_are_cut_off_at_the_header_timeout(live) -> None:
     assert closed_within(sock)
 
 
-def test_a_body_that_trickles_is_a_json_408(live) -> None:
+def test_a_body_that_trickles_is_a_json_408_and_its_connection_closes_soon(live) -> None:
     sock = connect(live)
     request = post("/validate", BODY)
     sock.sendall(request[: request.index(b"\r\n\r\n") + 4 + 10])
-    answer = response_of(sock)
+    started = time.monotonic()
+    answer = response_of(sock)  # until the server closes the connection
     assert answer.startswith(b"HTTP/1.1 408"), answer[:200]
     body = answer.partition(b"\r\n\r\n")[2]
     assert json.loads(body) == {"error": "request body not received within 0.5s"}
+    # not held for aiohttp's 10 s lingering close: a trickler must not keep its connection
+    assert time.monotonic() - started < 0.5 + LINGERING_TIME + 3
 
 
 def test_past_the_per_peer_cap_the_peers_longest_idle_connection_makes_way(live) -> None:
