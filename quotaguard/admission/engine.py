@@ -12,7 +12,8 @@ from typing import Any, Literal, cast
 import jsonpatch
 
 from quotaguard.admission.claimrules import claim_object_decision
-from quotaguard.admission.decision import ALLOWED, Decision, combine
+from quotaguard.admission.decision import ALLOWED, Decision, combine, deny
+from quotaguard.admission.gates import lifted_gate
 from quotaguard.admission.mutate import mutate
 from quotaguard.admission.owners import owner_kinds, trusted_creator
 from quotaguard.admission.provenance import refused_creation
@@ -106,6 +107,12 @@ def decide(
         claim_object = claim_object_decision(policy, obj, namespace, dra)
         if claim_object is not None:
             return claim_object
+    elif operation == "UPDATE":
+        lifted = lifted_gate(
+            policy, reading, old if isinstance(old, dict) else None, namespace, user_info
+        )
+        if lifted is not None:
+            return deny([lifted])
     return validate(
         policy,
         obj,

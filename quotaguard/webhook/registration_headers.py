@@ -89,6 +89,12 @@ VALIDATING_HEADER = """\
 # UPDATE: their updates are frequent and their resources cannot change (a queue label changed
 # on a bare Pod is not judged).
 #
+# pods-gate.validate: failurePolicy Fail, the one Pod UPDATE sent: Kueue's admission gate
+# (kueue.x-k8s.io/admission) lifted off a GPU Pod by anyone but Kueue's controller
+# (system:serviceaccount:kueue-system:kueue-controller-manager, whose ungating is never sent).
+# Lifted by the tenant, the Pod would be scheduled at once, outside its queue's quota; it is
+# refused unless the user is one of the policy's spec.kueueControllers.
+#
 # It runs after every mutation, on the final object, so the rewritten class resources
 # (nvidia.com/mig-*, nvidia.com/gpu.shared) match the same condition.
 #
