@@ -253,3 +253,168 @@ def test_a_gpu_edit_the_mutating_webhook_did_not_decide_is_refused(cluster: Clus
         assert labelled.returncode == 0, labelled.stderr
     finally:
         cluster.create(registered)
+
+
+def gpu_pod(name: str, gpus: int = 1) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": NAMESPACE},
+        "spec": {
+            "restartPolicy": "Never",
+            "containers": [
+                {
+                    "name": "trainer",
+                    "image": "registry.example/trainer:1",
+                    "resources": {"limits": {GPU: str(gpus)}},
+                }
+            ],
+        },
+    }
+
+
+def as_user_patch(
+    cluster: Cluster, name: str, operations: list[dict[str, Any]], *extra: str
+) -> Any:
+    """`kubectl patch pod NAME --type=json` as the tenant's user (`extra`: e.g. a subresource)."""
+    return cluster.kubectl(
+        f"--as={USER}",
+        "patch",
+        "pod",
+        name,
+        "-n",
+        NAMESPACE,
+        "--type=json",
+        "-p",
+        json.dumps(operations),
+        *extra,
+        check=False,
+    )
+
+
+def patch_training_queue(cluster: Cluster, operations: list[dict[str, Any]]) -> None:
+    cluster.kubectl(
+        "patch", "clusterqueue", "training", "--type=json", "-p", json.dumps(operations)
+    )
+
+
+def test_a_tenant_lifting_kueues_gate_off_its_gpu_pod_is_refused(cluster: Cluster) -> None:
+    """Kueue gates a queued Pod and lifts the gate at admission; the API server lets the Pod's
+    editor lift it too, and Kueue's webhook does not object. Lifted by the tenant while its
+    queue admits nothing, the Pod was bound to a GPU node at once, outside the quota (Kueue
+    deletes it only afterwards, within the grace period the tenant chose). quotaguard refuses
+    the tenant's update; Kueue, under its own service account, still lifts it at admission."""
+    quota = "/spec/resourceGroups/1/flavors/0/resources/0"
+    held = cluster.get("clusterqueue", "training")["spec"]
+    gpu_quota = held["resourceGroups"][1]["flavors"][0]["resources"][0]
+    assert gpu_quota["name"] == GPU
+    patch_training_queue(cluster, [{"op": "add", "path": "/spec/stopPolicy", "value": "Hold"}])
+    try:
+        created = as_user(cluster, "create", gpu_pod("jumps-the-queue"))
+        assert created.returncode == 0, created.stderr
+        pod = cluster.get("pod", "jumps-the-queue", namespace=NAMESPACE)
+        assert ADMISSION_GATE in gates(pod)
+        lifted = as_user_patch(
+            cluster, "jumps-the-queue", [{"op": "remove", "path": "/spec/schedulingGates"}]
+        )
+        time.sleep(2)  # long enough for the scheduler to bind an ungated Pod
+        pod = cluster.get("pod", "jumps-the-queue", namespace=NAMESPACE)
+        assert lifted.returncode != 0, (
+            f"the tenant lifted Kueue's gate; bound to {pod['spec'].get('nodeName')!r} "
+            "while its queue admits nothing"
+        )
+        assert "pods-gate.validate.quotaguard.dev" in lifted.stderr
+        assert "only Kueue removes the scheduling gate kueue.x-k8s.io/admission" in lifted.stderr
+        assert ADMISSION_GATE in gates(pod) and not pod["spec"].get("nodeName")
+    finally:
+        # Admit again, with room for this Pod next to the GPUs the tests above hold.
+        patch_training_queue(
+            cluster,
+            [
+                {"op": "remove", "path": "/spec/stopPolicy"},
+                {
+                    "op": "replace",
+                    "path": f"{quota}/nominalQuota",
+                    "value": int(gpu_quota["nominalQuota"]) + 1,
+                },
+            ],
+        )
+    try:
+        wait_until(
+            lambda: not gates(cluster.get("pod", "jumps-the-queue", namespace=NAMESPACE)),
+            timeout=60,
+            what="Kueue lifting its own gate at admission",
+        )
+    finally:
+        patch_training_queue(
+            cluster,
+            [
+                {
+                    "op": "replace",
+                    "path": f"{quota}/nominalQuota",
+                    "value": gpu_quota["nominalQuota"],
+                }
+            ],
+        )
+
+
+def patch_as_admin(
+    cluster: Cluster, name: str, operations: list[dict[str, Any]], *extra: str
+) -> Any:
+    return cluster.kubectl(
+        "patch",
+        "pod",
+        name,
+        "-n",
+        NAMESPACE,
+        "--type=json",
+        "-p",
+        json.dumps(operations),
+        *extra,
+        check=False,
+    )
+
+
+def test_what_the_api_server_refuses_a_tenant_itself(cluster: Cluster) -> None:
+    """GPUs a Pod cannot be given past quotaguard, because Kubernetes refuses them (quotaguard
+    does not look): pod-level resources name only cpu, memory and hugepages; a namespace editor
+    may neither resize a Pod in place nor add ephemeral containers (RBAC), and even a cluster
+    admin's resize changes only cpu and memory, and an ephemeral container has no resources."""
+    pod_level = gpu_pod("pod-level", 1)
+    pod_level["spec"]["resources"] = {"limits": {GPU: "8", "cpu": "1"}}
+    refused = as_user(cluster, "create", pod_level)
+    assert refused.returncode != 0, "a pod-level GPU limit was stored"
+    assert "spec.resources.limits[nvidia.com/gpu]: Unsupported value" in refused.stderr
+
+    created = as_user(cluster, "create", gpu_pod("resized", 1))
+    assert created.returncode == 0, created.stderr
+    resize = [
+        {
+            "op": "replace",
+            "path": f"/spec/containers/0/resources/limits/{GPU.replace('/', '~1')}",
+            "value": "8",
+        }
+    ]
+    ephemeral = [
+        {
+            "op": "add",
+            "path": "/spec/ephemeralContainers",
+            "value": [
+                {
+                    "name": "debugger",
+                    "image": "registry.example/debug:1",
+                    "resources": {"limits": {GPU: "8"}},
+                }
+            ],
+        }
+    ]
+    for operations, subresource in ((resize, "resize"), (ephemeral, "ephemeralcontainers")):
+        by_tenant = as_user_patch(cluster, "resized", operations, f"--subresource={subresource}")
+        assert by_tenant.returncode != 0, f"the tenant's {subresource} went through"
+        assert f'cannot get resource "pods/{subresource}"' in by_tenant.stderr
+        by_admin = patch_as_admin(cluster, "resized", operations, f"--subresource={subresource}")
+        assert by_admin.returncode != 0, f"a {subresource} gave the Pod 8 GPUs"
+        assert "is invalid" in by_admin.stderr, by_admin.stderr
+    stored = cluster.get("pod", "resized", namespace=NAMESPACE)
+    assert stored["spec"]["containers"][0]["resources"]["limits"] == {GPU: "1"}
+    assert not stored["spec"].get("ephemeralContainers")
