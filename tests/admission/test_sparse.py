@@ -69,6 +69,7 @@ OPTIONAL_FIELDS = {
         ("schedulerName", "default-scheduler"),
         ("priorityClassName", "interactive"),
         ("nodeSelector", {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"}),
+        ("schedulingGates", [{"name": "kueue.x-k8s.io/admission"}]),
     ],
     "workload spec": [("queue", "training"), ("queue", "elsewhere")],
     "container": [("restartPolicy", "Always")],

@@ -1,0 +1,108 @@
+"""A tenant lifting Kueue's admission gate off its own GPU Pod, to run it before (or without)
+Kueue admitting it within the queue's quota, is refused; Kueue lifting it is not.
+
+Each test goes through the webhook's own answer (`answers.answer`, the sparse decoding
+included), as the API server's UPDATE reaches /validate.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from typing import Any
+
+import pytest
+
+from quotaguard.admission.answers import answer
+from quotaguard.admission.reviews import make_review
+from quotaguard.kube.names import KUEUE_ADMISSION_GATE, KUEUE_CONTROLLER
+
+from .builders import container, gpu, pod
+
+TENANT_USER = "alice@example.com"
+GATED = [{"name": KUEUE_ADMISSION_GATE}]
+
+
+def queued(*containers: dict[str, Any], **spec: Any) -> dict[str, Any]:
+    """A GPU Pod as Kueue's webhook leaves it: queued and gated."""
+    return pod(*containers, labels={"kueue.x-k8s.io/queue-name": "training"}, **spec)
+
+
+def lifted(stored: dict[str, Any], gates: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    found = copy.deepcopy(stored)
+    if gates is None:
+        del found["spec"]["schedulingGates"]
+    else:
+        found["spec"]["schedulingGates"] = gates
+    return found
+
+
+def validated(
+    policy: Any,
+    new: dict[str, Any],
+    old: dict[str, Any],
+    username: str = TENANT_USER,
+    namespace: str = "training",
+) -> dict[str, Any]:
+    review = make_review(
+        new, namespace=namespace, operation="UPDATE", old_object=old, username=username
+    )
+    found = answer(policy, json.dumps(review).encode(), "validate")
+    assert found.status == 200
+    response: dict[str, Any] = json.loads(found.body)["response"]
+    return response
+
+
+@pytest.mark.parametrize("gates", [None, [], [{"name": "example.com/other"}]])
+def test_the_tenant_lifting_kueues_gate_is_refused(policy, gates):
+    stored = queued(gpu(8), schedulingGates=GATED)
+    response = validated(policy, lifted(stored, gates), stored)
+    assert not response["allowed"]
+    assert response["status"]["code"] == 403
+    assert response["auditAnnotations"]["denied"] == "gate-not-kueues"
+    message = response["status"]["message"]
+    assert message.startswith('tenant "training": only Kueue removes the scheduling gate')
+    assert "alice@example.com may not" in message
+    assert "spec.kueueControllers" in message
+
+
+def test_kueue_lifting_its_gate_at_admission_is_allowed(policy):
+    stored = queued(gpu(8), schedulingGates=GATED)
+    admitted = lifted(stored, [])
+    admitted["spec"]["nodeSelector"] = {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"}
+    assert validated(policy, admitted, stored, KUEUE_CONTROLLER)["allowed"]
+
+
+def test_the_policy_names_who_lifts_the_gate(make_policy):
+    moved = make_policy(kueueControllers=["system:serviceaccount:queues:kueue"])
+    stored = queued(gpu(8), schedulingGates=GATED)
+    assert validated(moved, lifted(stored), stored, "system:serviceaccount:queues:kueue")["allowed"]
+    assert not validated(moved, lifted(stored), stored, KUEUE_CONTROLLER)["allowed"]
+    trusting = make_policy(trustedControllers=["system:serviceaccount:ops:gitops"])
+    assert validated(trusting, lifted(stored), stored, "system:serviceaccount:ops:gitops")[
+        "allowed"
+    ]
+
+
+def test_a_pod_without_gpus_or_with_the_gate_kept_is_left_alone(policy):
+    cpu = queued(container(limits={"cpu": "1"}), schedulingGates=GATED)
+    assert validated(policy, lifted(cpu), cpu)["allowed"]
+    stored = queued(gpu(8), schedulingGates=GATED)
+    more_gates = lifted(stored, [*GATED, {"name": "example.com/other"}])
+    assert validated(policy, more_gates, stored)["allowed"]
+    never_gated = queued(gpu(8), schedulingGates=[{"name": "example.com/other"}])
+    assert validated(policy, lifted(never_gated, []), never_gated)["allowed"]
+
+
+def test_exempt_namespaces_and_the_volcano_backend_are_left_alone(policy, make_policy):
+    stored = queued(gpu(8), schedulingGates=GATED)
+    assert validated(policy, lifted(stored), stored, namespace="gpu-operator")["allowed"]
+    volcano = make_policy(backend="volcano")
+    assert validated(volcano, lifted(stored), stored)["allowed"]
+
+
+def test_a_policy_must_name_someone_who_lifts_the_gate(make_policy):
+    from quotaguard.policy.loader import PolicyInvalid
+
+    with pytest.raises(PolicyInvalid, match="kueueControllers"):
+        make_policy(kueueControllers=[])
