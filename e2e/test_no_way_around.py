@@ -429,3 +429,46 @@ def test_what_the_api_server_refuses_a_tenant_itself(cluster: Cluster) -> None:
     stored = cluster.get("pod", "resized", namespace=NAMESPACE)
     assert stored["spec"]["containers"][0]["resources"]["limits"] == {GPU: "1"}
     assert not stored["spec"].get("ephemeralContainers")
+
+
+def test_a_tenant_resuming_a_job_kueue_holds_is_refused(cluster: Cluster) -> None:
+    """Kueue holds a queued Job by its spec.suspend. Resumed by the tenant while its queue
+    admits nothing, the job controller made its Pod and it ran on a GPU node outside the quota
+    until Kueue suspended the Job again. quotaguard refuses the tenant's update."""
+    patch_training_queue(cluster, [{"op": "add", "path": "/spec/stopPolicy", "value": "Hold"}])
+    try:
+        job = training_job("resumed-by-hand", 1)
+        job["spec"]["template"]["spec"]["containers"][0]["resources"]["limits"][GPU] = "1"
+        created = as_user(cluster, "create", job)
+        assert created.returncode == 0, created.stderr
+        assert cluster.get("job", "resumed-by-hand", namespace=NAMESPACE)["spec"]["suspend"]
+        resumed = cluster.kubectl(
+            f"--as={USER}",
+            "patch",
+            "job",
+            "resumed-by-hand",
+            "-n",
+            NAMESPACE,
+            "--type=merge",
+            "-p",
+            '{"spec":{"suspend":false}}',
+            check=False,
+        )
+        if resumed.returncode == 0:
+            ran = wait_until(
+                lambda: [
+                    (p["metadata"]["name"], p["spec"].get("nodeName"))
+                    for p in pods_with(cluster, "batch.kubernetes.io/job-name=resumed-by-hand")
+                    if p["spec"].get("nodeName")
+                ],
+                timeout=20,
+                what="the resumed Job's Pod bound",
+            )
+            pytest.fail(f"the tenant resumed a Job its queue holds: {ran} bound")
+        assert "jobs-update.validate.quotaguard.dev" in resumed.stderr
+        assert "only Kueue removes spec.suspend: true from a GPU Job" in resumed.stderr
+        time.sleep(2)
+        assert cluster.get("job", "resumed-by-hand", namespace=NAMESPACE)["spec"]["suspend"]
+        assert not pods_with(cluster, "batch.kubernetes.io/job-name=resumed-by-hand")
+    finally:
+        patch_training_queue(cluster, [{"op": "remove", "path": "/spec/stopPolicy"}])

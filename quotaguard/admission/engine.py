@@ -13,7 +13,7 @@ import jsonpatch
 
 from quotaguard.admission.claimrules import claim_object_decision
 from quotaguard.admission.decision import ALLOWED, Decision, combine, deny
-from quotaguard.admission.gates import lifted_gate
+from quotaguard.admission.holds import lifted_hold
 from quotaguard.admission.mutate import mutate
 from quotaguard.admission.owners import owner_kinds, trusted_creator
 from quotaguard.admission.provenance import refused_creation
@@ -108,8 +108,9 @@ def decide(
         if claim_object is not None:
             return claim_object
     elif operation == "UPDATE":
-        lifted = lifted_gate(
-            policy, reading, old if isinstance(old, dict) else None, namespace, user_info
+        stored = old if isinstance(old, dict) else None
+        lifted = lifted_hold(
+            policy, reading, stored, namespace, user_info, owner_controller=creator_trusted
         )
         if lifted is not None:
             return deny([lifted])

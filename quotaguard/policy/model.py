@@ -439,7 +439,7 @@ class PolicySpec(_Strict):
     owner_controllers: Annotated[
         dict[str, list[Annotated[str, Field(min_length=1)]]], BeforeValidator(_owner_kinds)
     ] = Field(default_factory=dict)
-    # Who may lift Kueue's admission gate off a GPU Pod (see quotaguard.admission.gates).
+    # Who may lift Kueue's hold (gate, suspend) off a GPU workload (see quotaguard.admission.holds).
     kueue_controllers: Annotated[list[Annotated[str, Field(min_length=1)]], Field(min_length=1)] = (
         Field(default_factory=lambda: [KUEUE_CONTROLLER])
     )

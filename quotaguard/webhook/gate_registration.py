@@ -5,7 +5,7 @@ cannot change). This webhook sends only the one update that matters: Kueue's gat
 (`kueue.x-k8s.io/admission`) present before and gone after, on a Pod that asks for GPUs, by
 anyone but Kueue's controller under its default service account (whose ungating of every
 admitted Pod must not wait for quotaguard). Admission then refuses it unless the user is one of
-the policy's `spec.kueueControllers` (`quotaguard.admission.gates`). failurePolicy Fail: while
+the policy's `spec.kueueControllers` (`quotaguard.admission.holds`). failurePolicy Fail: while
 quotaguard is unreachable a tenant cannot lift the gate, and Kueue's own ungating is never sent.
 """
 

@@ -1,5 +1,7 @@
-"""A tenant lifting Kueue's admission gate off its own GPU Pod, to run it before (or without)
-Kueue admitting it within the queue's quota, is refused; Kueue lifting it is not.
+"""A tenant lifting Kueue's hold off its own GPU workload (a Pod's admission gate, a Job's or
+JobSet's ... suspend), to run it before (or without) Kueue admitting it within the queue's
+quota, is refused; Kueue lifting it is not, nor the owner's controller resuming what it
+suspended.
 
 Each test goes through the webhook's own answer (`answers.answer`, the sparse decoding
 included), as the API server's UPDATE reaches /validate.
@@ -15,9 +17,10 @@ import pytest
 
 from quotaguard.admission.answers import answer
 from quotaguard.admission.reviews import make_review
+from quotaguard.kube.kinds import BY_ID, KINDS
 from quotaguard.kube.names import KUEUE_ADMISSION_GATE, KUEUE_CONTROLLER
 
-from .builders import container, gpu, pod
+from .builders import container, gpu, of_kind, owner, pod, template
 
 TENANT_USER = "alice@example.com"
 GATED = [{"name": KUEUE_ADMISSION_GATE}]
@@ -59,7 +62,7 @@ def test_the_tenant_lifting_kueues_gate_is_refused(policy, gates):
     response = validated(policy, lifted(stored, gates), stored)
     assert not response["allowed"]
     assert response["status"]["code"] == 403
-    assert response["auditAnnotations"]["denied"] == "gate-not-kueues"
+    assert response["auditAnnotations"]["denied"] == "kueue-hold-lifted"
     message = response["status"]["message"]
     assert message.startswith('tenant "training": only Kueue removes the scheduling gate')
     assert "alice@example.com may not" in message
@@ -106,3 +109,60 @@ def test_a_policy_must_name_someone_who_lifts_the_gate(make_policy):
 
     with pytest.raises(PolicyInvalid, match="kueueControllers"):
         make_policy(kueueControllers=[])
+
+
+SUSPENDING = [kind.id for kind in KINDS if kind.suspend is not None]
+
+
+def with_suspend(obj: dict[str, Any], path: str, value: bool | None) -> dict[str, Any]:
+    found = copy.deepcopy(obj)
+    node = found
+    *parents, leaf = path.split(".")
+    for part in parents:
+        node = node.setdefault(part, {})
+    if value is None:
+        node.pop(leaf, None)
+    else:
+        node[leaf] = value
+    return found
+
+
+@pytest.mark.parametrize("kind_id", SUSPENDING)
+@pytest.mark.parametrize("resumed", [False, None])
+def test_the_tenant_resuming_what_kueue_suspended_is_refused(policy, kind_id, resumed):
+    path = BY_ID[kind_id].suspend
+    assert path is not None
+    stored = with_suspend(of_kind(kind_id, template(gpu(8))), path, True)
+    response = validated(policy, with_suspend(stored, path, resumed), stored)
+    assert not response["allowed"], f"{kind_id} resumed by the tenant"
+    assert response["auditAnnotations"]["denied"] == "kueue-hold-lifted"
+    assert (
+        f"only Kueue removes {path}: true from a GPU {BY_ID[kind_id].kind}"
+        in (response["status"]["message"])
+    )
+    assert validated(policy, with_suspend(stored, path, resumed), stored, KUEUE_CONTROLLER)[
+        "allowed"
+    ]
+
+
+def test_a_jobs_owner_resumes_it_and_the_tenant_may_not(policy):
+    """The JobSet controller resumes the Jobs of a JobSet Kueue admitted."""
+    jobset_controller = "system:serviceaccount:jobset-system:jobset-controller-manager"
+    stored = with_suspend(of_kind("Job", template(gpu(8))), "spec.suspend", True)
+    stored["metadata"]["ownerReferences"] = [owner("JobSet", "jobset.x-k8s.io/v1alpha2")]
+    resumed = with_suspend(stored, "spec.suspend", False)
+    assert validated(policy, resumed, stored, jobset_controller)["allowed"]
+    assert not validated(policy, resumed, stored)["allowed"]
+
+
+def test_a_suspend_kept_or_set_is_left_alone(policy):
+    stored = of_kind("Job", template(gpu(8)))
+    assert validated(policy, with_suspend(stored, "spec.suspend", True), stored)["allowed"]
+    held = with_suspend(stored, "spec.suspend", True)
+    relabelled = copy.deepcopy(held)
+    relabelled["metadata"]["labels"] = {"team": "a"}
+    assert validated(policy, relabelled, held)["allowed"]
+    cpu = with_suspend(
+        of_kind("Job", template(container(limits={"cpu": "1"}))), "spec.suspend", True
+    )
+    assert validated(policy, with_suspend(cpu, "spec.suspend", False), cpu)["allowed"]
