@@ -388,7 +388,8 @@ def patch_as_admin(
 
 def test_what_the_api_server_refuses_a_tenant_itself(cluster: Cluster) -> None:
     """GPUs a Pod cannot be given past quotaguard, because Kubernetes refuses them (quotaguard
-    does not look): pod-level resources name only cpu, memory and hugepages; a namespace editor
+    does not look): pod-level resources name only cpu, memory and hugepages; a Pod Kueue gates
+    may not name its node; a namespace editor
     may neither resize a Pod in place nor add ephemeral containers (RBAC), and even a cluster
     admin's resize changes only cpu and memory, and an ephemeral container has no resources."""
     pod_level = gpu_pod("pod-level", 1)
@@ -396,6 +397,14 @@ def test_what_the_api_server_refuses_a_tenant_itself(cluster: Cluster) -> None:
     refused = as_user(cluster, "create", pod_level)
     assert refused.returncode != 0, "a pod-level GPU limit was stored"
     assert "spec.resources.limits[nvidia.com/gpu]: Unsupported value" in refused.stderr
+
+    # nodeName skips the scheduler, but Kueue's webhook gates the Pod it queues, and a gated
+    # Pod may not name a node.
+    placed = gpu_pod("placed-by-hand", 1)
+    placed["spec"]["nodeName"] = "h100-0"
+    refused = as_user(cluster, "create", placed)
+    assert refused.returncode != 0, "a GPU Pod naming its node skipped Kueue's queue"
+    assert "cannot be set until all schedulingGates have been cleared" in refused.stderr
 
     created = as_user(cluster, "create", gpu_pod("resized", 1))
     assert created.returncode == 0, created.stderr
@@ -472,3 +481,39 @@ def test_a_tenant_resuming_a_job_kueue_holds_is_refused(cluster: Cluster) -> Non
         assert not pods_with(cluster, "batch.kubernetes.io/job-name=resumed-by-hand")
     finally:
         patch_training_queue(cluster, [{"op": "remove", "path": "/spec/stopPolicy"}])
+
+
+RAW_POD = (
+    '{"apiVersion":"v1","kind":"Pod","metadata":{"name":"%s"},"spec":{"restartPolicy":"Never",'
+    '"containers":[{"name":"server","image":"registry.example/server:1",'
+    '"resources":{"limits":%s}}]}}'
+)
+
+
+@pytest.mark.parametrize(
+    ("name", "limits", "allowed"),
+    [
+        ("first-of-two", '{"nvidia.com/gpu":"8","nvidia.com/gpu":"1"}', True),
+        ("last-of-two", '{"nvidia.com/gpu":"1","nvidia.com/gpu":"8"}', False),
+        ("escaped", '{"nvidia\\u002ecom/gpu":"8"}', False),
+    ],
+)
+def test_odd_json_is_judged_as_the_api_server_decoded_it(
+    cluster: Cluster, tmp_path: Any, name: str, limits: str, allowed: bool
+) -> None:
+    """A body with duplicate keys (Go keeps the last) or escaped keys reaches quotaguard as the
+    API server decoded it: the inference tenant (maxGPUsPerPod 1) gets its one GPU, and the
+    eight that the last duplicate or an escaped name asks for are refused."""
+    body = tmp_path / "pod.json"
+    body.write_text(RAW_POD % (name, limits))
+    created = cluster.kubectl(
+        "create", "--raw", "/api/v1/namespaces/inference/pods", "-f", str(body), check=False
+    )
+    assert (created.returncode == 0) is allowed, created.stdout + created.stderr
+    if allowed:
+        stored = cluster.get("pod", name, namespace="inference")
+        assert stored["spec"]["containers"][0]["resources"]["limits"] == {
+            "nvidia.com/mig-3g.40gb": "1"
+        }
+    else:
+        assert "at most 1 GPU-equivalent per pod (maxGPUsPerPod)" in created.stderr
