@@ -517,3 +517,4 @@ def test_odd_json_is_judged_as_the_api_server_decoded_it(
         }
     else:
         assert "at most 1 GPU-equivalent per pod (maxGPUsPerPod)" in created.stderr
+

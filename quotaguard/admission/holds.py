@@ -10,6 +10,12 @@ the hold is Kueue's to lift: an UPDATE of a GPU workload of a tenant's namespace
 is refused unless it comes from one of the policy's `spec.kueueControllers`, or one of
 `spec.trustedControllers`, or (for a suspend) the controller of the object's owner (the JobSet
 controller resumes a JobSet's Jobs).
+
+Raising the pod count of a running workload (a Job's parallelism, a JobSet's replicas, a
+PyTorchJob's replicas, ... `Kind.pod_counts`) does the same: its controller starts the extra
+pods at once, and Kueue suspends the workload (every pod stopped within its grace period) only
+afterwards, to admit it again. It is refused from the same users; suspended first, the workload
+may be changed freely and Kueue admits it again with the new count.
 """
 
 from __future__ import annotations
@@ -22,7 +28,7 @@ from quotaguard.admission.owners import username_of
 from quotaguard.admission.reading import Reading
 from quotaguard.admission.workload import as_map, has_gpus
 from quotaguard.kube.dra import has_pod_claims
-from quotaguard.kube.kinds import Kind
+from quotaguard.kube.kinds import Kind, parse_path, walk
 from quotaguard.kube.names import KUEUE_ADMISSION_GATE
 from quotaguard.policy.model import TenantPolicy
 
@@ -53,6 +59,43 @@ def _hold_name(kind: Kind) -> str:
     return f"{kind.suspend}: true from a GPU {kind.kind}"
 
 
+def _counts(kind: Kind, obj: Mapping[str, Any]) -> dict[str, int]:
+    """JSON Pointer -> pod count, at every place of `kind.pod_counts` (a count left out is 1)."""
+    found: dict[str, int] = {}
+    for path in kind.pod_counts:
+        for pointer, value, _ in walk(obj, parse_path(path)):
+            if isinstance(value, int) and not isinstance(value, bool):
+                found[pointer] = value
+    return found
+
+
+def _widened(kind: Kind, old: Mapping[str, Any], new: Mapping[str, Any]) -> str | None:
+    """The first count `new` raises over `old` on a running object (`/spec/parallelism: 1 -> 6`),
+    None when none is raised or the object is held."""
+    if not kind.pod_counts or _held(kind, old) or _held(kind, new):
+        return None
+    before = _counts(kind, old)
+    for pointer, count in _counts(kind, new).items():
+        was = before.get(pointer, 1)
+        if count > was:
+            return f"{pointer}: {was} -> {count}"
+    return None
+
+
+def _lifting(kind: Kind, old: Mapping[str, Any], new: Mapping[str, Any]) -> str | None:
+    """What the update does that only Kueue may: None when nothing."""
+    if _held(kind, old) and not _held(kind, new):
+        return f"only Kueue removes {_hold_name(kind)}, when it admits the workload"
+    widened = _widened(kind, old, new)
+    if widened is not None:
+        return (
+            f"a running {kind.kind} keeps the pods Kueue admitted ({widened} would start more "
+            f"before Kueue suspends it again): set {kind.suspend}: true first, then change it, and"
+            " Kueue admits it again"
+        )
+    return None
+
+
 def lifted_hold(
     policy: TenantPolicy,
     reading: Reading,
@@ -69,7 +112,8 @@ def lifted_hold(
     kind = reading.kind
     if kind is None or old is None or policy.spec.backend != "kueue":
         return None
-    if not _held(kind, old) or _held(kind, reading.obj) or policy.exempt(namespace):
+    lifting = _lifting(kind, old, reading.obj)
+    if lifting is None or policy.exempt(namespace):
         return None
     username = username_of(user_info)
     if username in (*policy.spec.kueue_controllers, *policy.spec.trusted_controllers):
@@ -82,7 +126,6 @@ def lifted_hold(
     who = f'tenant "{tenant.name}": ' if tenant is not None else ""
     return Denial(
         "kueue-hold-lifted",
-        f"{who}only Kueue removes {_hold_name(kind)}, when it admits the workload within the "
-        f"queue's quota; {username or 'a request without a user'} may not (it would start the "
-        "pods outside the quota): leave it to Kueue (spec.kueueControllers names who may)",
+        f"{who}{lifting}; {username or 'a request without a user'} may not (it would start pods "
+        "outside the queue's quota; spec.kueueControllers names who may)",
     )

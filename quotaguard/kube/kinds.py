@@ -95,6 +95,9 @@ class Kind:
     # The boolean by which Kueue holds an object of the kind until it admits it (Kueue's
     # IsSuspended); None where Kueue gates the pods instead, or does not manage the kind.
     suspend: str | None = None
+    # Where the number of pods Kueue admitted is set (`[]`, `{}` steps as in templates): raised
+    # on a running object, the extra pods start before Kueue suspends it again.
+    pod_counts: tuple[str, ...] = ()
 
     @property
     def api_versions(self) -> tuple[str, ...]:
@@ -129,6 +132,7 @@ def _kubeflow(kind: str, replica_specs: str, version: str = "v1") -> Kind:
         f"{kind.lower()}s",
         (_t(f"spec.{replica_specs}{{}}.template"),),
         suspend="spec.runPolicy.suspend",
+        pod_counts=(f"spec.{replica_specs}{{}}.replicas",),
     )
 
 
@@ -146,12 +150,22 @@ def _ray(kind: str, cluster: str, *extra: TemplatePath, suspend: str = "spec.sus
             *extra,
         ),
         suspend=suspend,
+        pod_counts=(f"{prefix}workerGroupSpecs[groupName].replicas",),
     )
 
 
 KINDS: tuple[Kind, ...] = (
     Kind("Pod", "", "Pod", ("v1",), "pods", (_t(""),)),
-    Kind("Job", "batch", "Job", ("v1",), "jobs", (_t("spec.template"),), suspend="spec.suspend"),
+    Kind(
+        "Job",
+        "batch",
+        "Job",
+        ("v1",),
+        "jobs",
+        (_t("spec.template"),),
+        suspend="spec.suspend",
+        pod_counts=("spec.parallelism",),
+    ),
     Kind(
         "CronJob",
         "batch",
@@ -169,6 +183,10 @@ KINDS: tuple[Kind, ...] = (
         "jobsets",
         (_t("spec.replicatedJobs[name].template.spec.template"),),
         suspend="spec.suspend",
+        pod_counts=(
+            "spec.replicatedJobs[name].replicas",
+            "spec.replicatedJobs[name].template.spec.parallelism",
+        ),
     ),
     Kind(
         "VolcanoJob",
@@ -229,6 +247,7 @@ KINDS: tuple[Kind, ...] = (
         (TemplatePath("spec.trainer.resourcesPerNode", "trainer", "resources"),),
         runtime_ref="spec.runtimeRef",
         suspend="spec.suspend",
+        pod_counts=("spec.trainer.numNodes",),
     ),
     # Spark's operator builds the driver's and the executors' pods from each role: its pod
     # template, its sidecars and init containers, and the GPUs of Spark's own container.
@@ -243,6 +262,7 @@ KINDS: tuple[Kind, ...] = (
             TemplatePath("spec.executor", "executor", "spark-role"),
         ),
         suspend="spec.suspend",
+        pod_counts=("spec.executor.instances",),
     ),
     Kind(
         "AppWrapper",

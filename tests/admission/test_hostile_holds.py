@@ -166,3 +166,47 @@ def test_a_suspend_kept_or_set_is_left_alone(policy):
         of_kind("Job", template(container(limits={"cpu": "1"}))), "spec.suspend", True
     )
     assert validated(policy, with_suspend(cpu, "spec.suspend", False), cpu)["allowed"]
+
+
+def with_count(obj: dict[str, Any], pointer: str, count: int) -> dict[str, Any]:
+    found = copy.deepcopy(obj)
+    *parents, leaf = pointer.strip("/").split("/")
+    node: Any = found
+    for part in parents:
+        node = node[int(part)] if isinstance(node, list) else node.setdefault(part, {})
+    node[leaf] = count
+    return found
+
+
+WIDENED = [
+    ("Job", "/spec/parallelism"),
+    ("JobSet", "/spec/replicatedJobs/0/replicas"),
+    ("JobSet", "/spec/replicatedJobs/0/template/spec/parallelism"),
+    ("PyTorchJob", "/spec/pytorchReplicaSpecs/pytorchreplicaspecs-0/replicas"),
+    ("RayCluster", "/spec/workerGroupSpecs/0/replicas"),
+    ("TrainJob", "/spec/trainer/numNodes"),
+]
+
+
+@pytest.mark.parametrize(("kind_id", "pointer"), WIDENED)
+def test_more_pods_of_a_running_workload_are_refused_to_the_tenant(policy, kind_id, pointer):
+    """Raised while it runs, its controller starts the extra pods before Kueue suspends it."""
+    templates = [template(gpu(1))] * (2 if kind_id == "RayCluster" else 1)  # head, then workers
+    running = with_count(of_kind(kind_id, *templates), pointer, 1)
+    widened = with_count(running, pointer, 6)
+    response = validated(policy, widened, running)
+    assert not response["allowed"], f"{kind_id} widened while running"
+    assert response["auditAnnotations"]["denied"] == "kueue-hold-lifted"
+    message = response["status"]["message"]
+    assert f"a running {BY_ID[kind_id].kind} keeps the pods Kueue admitted ({pointer}: 1 -> 6" in (
+        message
+    )
+    assert f"set {BY_ID[kind_id].suspend}: true first" in message
+    assert validated(policy, widened, running, KUEUE_CONTROLLER)["allowed"]
+
+
+def test_a_suspended_workload_may_be_widened_and_a_running_one_narrowed(policy):
+    running = with_count(of_kind("Job", template(gpu(1))), "/spec/parallelism", 4)
+    assert validated(policy, with_count(running, "/spec/parallelism", 2), running)["allowed"]
+    held = with_suspend(running, "spec.suspend", True)
+    assert validated(policy, with_count(held, "/spec/parallelism", 8), held)["allowed"]

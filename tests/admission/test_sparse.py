@@ -71,7 +71,12 @@ OPTIONAL_FIELDS = {
         ("nodeSelector", {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"}),
         ("schedulingGates", [{"name": "kueue.x-k8s.io/admission"}]),
     ],
-    "workload spec": [("queue", "training"), ("queue", "elsewhere"), ("suspend", True)],
+    "workload spec": [
+        ("queue", "training"),
+        ("queue", "elsewhere"),
+        ("suspend", True),
+        ("parallelism", 3),
+    ],
     "container": [("restartPolicy", "Always")],
 }
 OPTIONAL_FIELDS["spec"] = OPTIONAL_FIELDS["pod spec"] + OPTIONAL_FIELDS["workload spec"]
