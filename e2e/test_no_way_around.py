@@ -298,6 +298,23 @@ def patch_training_queue(cluster: Cluster, operations: list[dict[str, Any]]) -> 
     )
 
 
+TRAINING_GPU_QUOTA = "/spec/resourceGroups/1/flavors/0/resources/0"
+
+
+def training_gpu_quota(cluster: Cluster) -> int:
+    spec = cluster.get("clusterqueue", "training")["spec"]
+    quota = spec["resourceGroups"][1]["flavors"][0]["resources"][0]
+    assert quota["name"] == GPU
+    return int(quota["nominalQuota"])
+
+
+def set_training_gpu_quota(cluster: Cluster, gpus: int) -> None:
+    """The training ClusterQueue's H100 nominal quota (room next to what the tests above hold)."""
+    patch_training_queue(
+        cluster, [{"op": "replace", "path": f"{TRAINING_GPU_QUOTA}/nominalQuota", "value": gpus}]
+    )
+
+
 def bound_or_gone(cluster: Cluster, name: str) -> str | None:
     """What became of an ungated Pod: bound to a node, or deleted (by Kueue, once it saw the
     Pod run without an admitted Workload); None while it waits."""
@@ -314,10 +331,7 @@ def test_a_tenant_lifting_kueues_gate_off_its_gpu_pod_is_refused(cluster: Cluste
     queue admits nothing, the Pod was bound to a GPU node at once, outside the quota (Kueue
     deletes it only afterwards, within the grace period the tenant chose). quotaguard refuses
     the tenant's update; Kueue, under its own service account, still lifts it at admission."""
-    quota = "/spec/resourceGroups/1/flavors/0/resources/0"
-    held = cluster.get("clusterqueue", "training")["spec"]
-    gpu_quota = held["resourceGroups"][1]["flavors"][0]["resources"][0]
-    assert gpu_quota["name"] == GPU
+    gpus = training_gpu_quota(cluster)
     patch_training_queue(cluster, [{"op": "add", "path": "/spec/stopPolicy", "value": "Hold"}])
     try:
         created = as_user(cluster, "create", gpu_pod("jumps-the-queue"))
@@ -339,17 +353,8 @@ def test_a_tenant_lifting_kueues_gate_off_its_gpu_pod_is_refused(cluster: Cluste
         assert ADMISSION_GATE in gates(pod) and not pod["spec"].get("nodeName")
     finally:
         # Admit again, with room for this Pod next to the GPUs the tests above hold.
-        patch_training_queue(
-            cluster,
-            [
-                {"op": "remove", "path": "/spec/stopPolicy"},
-                {
-                    "op": "replace",
-                    "path": f"{quota}/nominalQuota",
-                    "value": int(gpu_quota["nominalQuota"]) + 1,
-                },
-            ],
-        )
+        patch_training_queue(cluster, [{"op": "remove", "path": "/spec/stopPolicy"}])
+        set_training_gpu_quota(cluster, gpus + 1)
     try:
         wait_until(
             lambda: not gates(cluster.get("pod", "jumps-the-queue", namespace=NAMESPACE)),
@@ -357,16 +362,8 @@ def test_a_tenant_lifting_kueues_gate_off_its_gpu_pod_is_refused(cluster: Cluste
             what="Kueue lifting its own gate at admission",
         )
     finally:
-        patch_training_queue(
-            cluster,
-            [
-                {
-                    "op": "replace",
-                    "path": f"{quota}/nominalQuota",
-                    "value": gpu_quota["nominalQuota"],
-                }
-            ],
-        )
+        set_training_gpu_quota(cluster, gpus)
+        cluster.kubectl("delete", "pod", "jumps-the-queue", "-n", NAMESPACE, "--wait=false")
 
 
 def patch_as_admin(
@@ -481,6 +478,65 @@ def test_a_tenant_resuming_a_job_kueue_holds_is_refused(cluster: Cluster) -> Non
         assert not pods_with(cluster, "batch.kubernetes.io/job-name=resumed-by-hand")
     finally:
         patch_training_queue(cluster, [{"op": "remove", "path": "/spec/stopPolicy"}])
+        cluster.kubectl("delete", "job", "resumed-by-hand", "-n", NAMESPACE, "--wait=false")
+
+
+def test_a_tenant_widening_a_running_job_is_refused(cluster: Cluster) -> None:
+    """Raised on a running Job, parallelism made the job controller start the extra GPU Pods at
+    once, before Kueue suspended the Job to admit it again; lowered, it is let through."""
+    job = training_job("widened", 2)
+    job["spec"]["template"]["spec"]["containers"][0]["resources"]["limits"][GPU] = "1"
+    job["spec"]["completions"] = 8
+    gpus = training_gpu_quota(cluster)
+    # Room in the queue and on the nodes next to what the tests above hold.
+    cluster.add_nodes(whole_gpu_node("h100-2", 8))
+    set_training_gpu_quota(cluster, gpus + 2)
+    try:
+        created = as_user(cluster, "create", job)
+        assert created.returncode == 0, created.stderr
+        widened_while_running(cluster)
+    finally:
+        set_training_gpu_quota(cluster, gpus)
+        cluster.kubectl("delete", "job", "widened", "-n", NAMESPACE, "--wait=false")
+
+
+def widened_while_running(cluster: Cluster) -> None:
+    selector = "batch.kubernetes.io/job-name=widened"
+    wait_until(
+        lambda: (
+            not cluster.get("job", "widened", namespace=NAMESPACE)["spec"].get("suspend")
+            and len([p for p in pods_with(cluster, selector) if p["spec"].get("nodeName")]) == 2
+        ),
+        timeout=60,
+        what="the admitted Job running",
+    )
+
+    def set_parallelism(pods: int) -> Any:
+        return cluster.kubectl(
+            f"--as={USER}",
+            "patch",
+            "job",
+            "widened",
+            "-n",
+            NAMESPACE,
+            "--type=merge",
+            "-p",
+            json.dumps({"spec": {"parallelism": pods}}),
+            check=False,
+        )
+
+    widened = set_parallelism(6)
+    if widened.returncode == 0:
+        time.sleep(1)
+        started = [p["spec"].get("nodeName") for p in pods_with(cluster, selector)]
+        pytest.fail(f"the tenant widened a running Job: Pods on {started}")
+    assert "jobs-update.validate.quotaguard.dev" in widened.stderr
+    assert "a running Job keeps the pods Kueue admitted (/spec/parallelism: 2 -> 6" in (
+        widened.stderr
+    )
+    assert len(pods_with(cluster, selector)) == 2
+    narrowed = set_parallelism(1)
+    assert narrowed.returncode == 0, narrowed.stderr
 
 
 RAW_POD = (
@@ -517,4 +573,3 @@ def test_odd_json_is_judged_as_the_api_server_decoded_it(
         }
     else:
         assert "at most 1 GPU-equivalent per pod (maxGPUsPerPod)" in created.stderr
-

@@ -14,8 +14,8 @@ controller resumes a JobSet's Jobs).
 Raising the pod count of a running workload (a Job's parallelism, a JobSet's replicas, a
 PyTorchJob's replicas, ... `Kind.pod_counts`) does the same: its controller starts the extra
 pods at once, and Kueue suspends the workload (every pod stopped within its grace period) only
-afterwards, to admit it again. It is refused from the same users; suspended first, the workload
-may be changed freely and Kueue admits it again with the new count.
+afterwards, to admit it again. It is refused from the same users (lowered, or raised while held,
+it is not).
 """
 
 from __future__ import annotations
@@ -90,8 +90,8 @@ def _lifting(kind: Kind, old: Mapping[str, Any], new: Mapping[str, Any]) -> str 
     if widened is not None:
         return (
             f"a running {kind.kind} keeps the pods Kueue admitted ({widened} would start more "
-            f"before Kueue suspends it again): set {kind.suspend}: true first, then change it, and"
-            " Kueue admits it again"
+            "before Kueue suspends it to admit it again): create it anew with the new count, "
+            "which Kueue admits within the quota"
         )
     return None
 

@@ -201,7 +201,7 @@ def test_more_pods_of_a_running_workload_are_refused_to_the_tenant(policy, kind_
     assert f"a running {BY_ID[kind_id].kind} keeps the pods Kueue admitted ({pointer}: 1 -> 6" in (
         message
     )
-    assert f"set {BY_ID[kind_id].suspend}: true first" in message
+    assert "create it anew with the new count" in message
     assert validated(policy, widened, running, KUEUE_CONTROLLER)["allowed"]
 
 
