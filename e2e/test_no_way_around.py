@@ -527,9 +527,11 @@ def widened_while_running(cluster: Cluster) -> None:
 
     widened = set_parallelism(6)
     if widened.returncode == 0:
-        time.sleep(1)
-        started = [p["spec"].get("nodeName") for p in pods_with(cluster, selector)]
-        pytest.fail(f"the tenant widened a running Job: Pods on {started}")
+        seen: set[str] = set()
+        for _ in range(20):
+            seen.update(p["metadata"]["name"] for p in pods_with(cluster, selector))
+            time.sleep(0.1)
+        pytest.fail(f"the tenant widened a running Job: {len(seen)} Pods made for 2 admitted")
     assert "jobs-update.validate.quotaguard.dev" in widened.stderr
     assert "a running Job keeps the pods Kueue admitted (/spec/parallelism: 2 -> 6" in (
         widened.stderr
