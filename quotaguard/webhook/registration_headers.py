@@ -84,10 +84,11 @@ VALIDATING_HEADER = """\
 #
 # <kind>s-update.validate (container-resources-unchanged): failurePolicy Ignore. A changed
 # queue is judged (Kueue lets a suspended Job move to another queue; it must stay one of the
-# tenant's), and so is a lifted suspend: only Kueue (spec.kueueControllers) or the owner's
-# controller may resume what Kueue holds. Ignore, because Kueue's unsuspend passes through it
-# and must not wait for quotaguard; an outage lets a queue move or a tenant's resume through
-# unjudged (Kueue suspends such a workload again). Pods are not sent on
+# tenant's), and so are a lifted suspend and a pod count raised while running: only Kueue
+# (spec.kueueControllers) or the owner's controller may resume what Kueue holds or start more of
+# it. Ignore, because Kueue's unsuspend passes through it and must not wait for quotaguard; an
+# outage lets a queue move, a resume or a widening through unjudged (Kueue suspends such a
+# workload again). Pods are not sent on
 # UPDATE: their updates are frequent and their resources cannot change (a queue label changed
 # on a bare Pod is not judged).
 #
