@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -88,15 +87,6 @@ def make_module_cluster(toolchain: build.Toolchain) -> Iterator[Callable[..., Cl
     """The same factory, for a private cluster one module's tests share (stopped after the
     module): for a control plane set up differently from the session's, e.g. with Kueue."""
     yield from _factory(toolchain)
-
-
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Every e2e test on one xdist worker, in order (`--dist loadgroup`): they share the
-    session's control plane, while tests/ spread over the other workers."""
-    here = Path(__file__).parent
-    for item in items:
-        if item.path.is_relative_to(here):
-            item.add_marker(pytest.mark.xdist_group("e2e"))
 
 
 @pytest.hookimpl(wrapper=True)

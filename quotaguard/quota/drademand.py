@@ -19,13 +19,13 @@ already counts it, the claims are not counted again.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 
-from quotaguard.kube.dra import ALL, ClaimSpec, DeviceChoice, DraObjects, dra_objects
+from quotaguard.kube.dra import ALL, ClaimSpec, DeviceChoice, DraObjects, PodClaim, dra_objects
 from quotaguard.policy.dra_classes import classes_for_request
 from quotaguard.policy.model import GpuClass, TenantPolicy
-from quotaguard.quota.cluster import ClusterSnapshot, PodSet, Workload
+from quotaguard.quota.cluster import ClusterSnapshot, Pod, PodSet, Workload
 from quotaguard.quota.demand import ClassDemand
 
 
@@ -113,6 +113,7 @@ def _pods_claims(
 ) -> None:
     """Tally the claims of active Pods of tenants without Workloads."""
     with_workloads = _tenants_with_workloads(policy, snapshot)
+    # a shared ResourceClaim: (namespace, name) -> (tenant, units, held by a bound pod)
     shared: dict[tuple[str, str], tuple[str, dict[str, int], bool]] = {}
     for pod in snapshot.pods:
         if not pod.claims or not pod.active or policy.exempt(pod.namespace):
@@ -121,30 +122,39 @@ def _pods_claims(
         if tenant is None or tenant.name in with_workloads:
             continue
         target = usage if pod.bound else pending
-        for claim in pod.claims:
-            if claim.claim_name is not None:
-                spec = lookup.claim(pod.namespace, claim.claim_name)
-            else:
-                assert claim.template_name is not None
-                spec = lookup.template(pod.namespace, claim.template_name)
-            if spec is None:
-                problems.append(
-                    f"Pod {pod.namespace}/{pod.name}: {claim.source} is not in the snapshot; "
-                    "its GPUs are not counted"
-                )
-                continue
-            units = claim_units(policy, spec)
+        for claim, units in _pod_claim_units(policy, pod, lookup, problems):
             if claim.claim_name is None:
-                for name, count in units.items():
-                    target[tenant.name, name] = target.get((tenant.name, name), 0) + count
+                _add(target, tenant.name, units)
                 continue
             key = (pod.namespace, claim.claim_name)
             _, _, bound = shared.get(key, (tenant.name, units, False))
             shared[key] = (tenant.name, units, bound or pod.bound)
     for owner, units, bound in shared.values():
-        target = usage if bound else pending
-        for name, count in units.items():
-            target[owner, name] = target.get((owner, name), 0) + count
+        _add(usage if bound else pending, owner, units)
+
+
+def _pod_claim_units(
+    policy: TenantPolicy, pod: Pod, lookup: DraObjects, problems: list[str]
+) -> Iterator[tuple[PodClaim, dict[str, int]]]:
+    """Each claim of `pod` the snapshot resolves, with the devices per class it takes."""
+    for claim in pod.claims:
+        if claim.claim_name is not None:
+            spec = lookup.claim(pod.namespace, claim.claim_name)
+        else:
+            assert claim.template_name is not None
+            spec = lookup.template(pod.namespace, claim.template_name)
+        if spec is None:
+            problems.append(
+                f"Pod {pod.namespace}/{pod.name}: {claim.source} is not in the snapshot; "
+                "its GPUs are not counted"
+            )
+            continue
+        yield claim, claim_units(policy, spec)
+
+
+def _add(target: dict[tuple[str, str], int], tenant: str, units: Mapping[str, int]) -> None:
+    for name, count in units.items():
+        target[tenant, name] = target.get((tenant, name), 0) + count
 
 
 def _workload_units(
