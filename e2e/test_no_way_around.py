@@ -490,7 +490,7 @@ def test_a_tenant_widening_a_running_job_is_refused(cluster: Cluster) -> None:
     gpus = training_gpu_quota(cluster)
     # Room in the queue and on the nodes next to what the tests above hold.
     cluster.add_nodes(whole_gpu_node("h100-2", 8))
-    set_training_gpu_quota(cluster, gpus + 2)
+    set_training_gpu_quota(cluster, gpus + 8)  # whatever the tests above still hold
     try:
         created = as_user(cluster, "create", job)
         assert created.returncode == 0, created.stderr
