@@ -768,6 +768,49 @@ class KueueProcess:
     webhooks: list[dict[str, Any]]
 
 
+def kueue_kubeconfig(cluster: Cluster) -> Path:
+    """A kubeconfig for Kueue's controller under the service account its release installs
+    (bound to cluster-admin here): the API server's userInfo is Kueue's own, which quotaguard
+    believes as the one that lifts Kueue's admission gate (`spec.kueueControllers`)."""
+    cluster.create_namespace("kueue-system")
+    cluster.apply(
+        {
+            "apiVersion": "v1",
+            "kind": "ServiceAccount",
+            "metadata": {"name": "kueue-controller-manager", "namespace": "kueue-system"},
+        }
+    )
+    cluster.apply(
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRoleBinding",
+            "metadata": {"name": "e2e-kueue-controller-manager"},
+            "roleRef": {
+                "apiGroup": "rbac.authorization.k8s.io",
+                "kind": "ClusterRole",
+                "name": "cluster-admin",
+            },
+            "subjects": [
+                {
+                    "kind": "ServiceAccount",
+                    "name": "kueue-controller-manager",
+                    "namespace": "kueue-system",
+                }
+            ],
+        }
+    )
+    token = cluster.kubectl(
+        "create", "token", "kueue-controller-manager", "-n", "kueue-system", "--duration=24h"
+    ).stdout.strip()
+    config = yaml.safe_load(cluster.kubeconfig.read_text())
+    for user in config["users"]:
+        user["user"] = {"token": token}
+    path = cluster.workdir / "kueue-kubeconfig"
+    path.write_text(yaml.safe_dump(config))
+    path.chmod(0o600)
+    return path
+
+
 def start_kueue(
     cluster: Cluster,
     binary: Path,
@@ -817,7 +860,7 @@ def start_kueue(
         [
             str(binary),
             f"--config={config}",
-            f"--kubeconfig={cluster.kubeconfig}",
+            f"--kubeconfig={kueue_kubeconfig(cluster)}",
             f"--feature-gates={gate_flag}",
         ],
     )

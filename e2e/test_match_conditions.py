@@ -27,6 +27,8 @@ from typing import Any
 import pytest
 
 from quotaguard.kube.kinds import KINDS, Kind
+from quotaguard.kube.names import KUEUE_ADMISSION_GATE, KUEUE_CONTROLLER
+from quotaguard.webhook.gate_registration import GATE_LIFTED, GATE_WEBHOOK
 from quotaguard.webhook.registrations import (
     CLAIM_ASKS_FOR_DEVICES,
     CLAIM_RESOURCES,
@@ -67,7 +69,7 @@ def conditions() -> dict[str, tuple[str, str]]:
     return {
         hook: next(iter(found.items()))
         for hook, found in all_conditions().items()
-        if not hook.startswith(CLAIM_WEBHOOKS)
+        if not hook.startswith(CLAIM_WEBHOOKS) and hook != GATE_WEBHOOK
     }
 
 
@@ -289,6 +291,7 @@ REAPPLIED_PODS = {"pod-reapplied", "pod-reapplied-init"}
 def test_the_decided_pod_condition_is_on_the_mutating_pod_create_webhook_only() -> None:
     found = all_conditions()
     assert list(found.pop(POD_MUTATES)) == [REQUESTS_NVIDIA, NOT_YET_DECIDED]
+    assert list(found.pop(GATE_WEBHOOK)) == [REQUESTS_NVIDIA, GATE_LIFTED]
     for name, hook_conditions in found.items():
         hook = name.split(".")[0]
         if ".validate." in name and hook.endswith("-update"):
@@ -767,3 +770,45 @@ def test_a_policys_own_name_is_sent_by_the_widened_conditions_only(celcheck: Pat
     assert len(widened) == 20 + 1 + 19 + 20 + 19 + 19
     assert widened == {hook: True for hook in widened}
     assert default == {hook: False for hook in default}
+
+
+def test_only_a_gpu_pods_gate_lifted_by_other_than_kueue_is_sent(celcheck: Path) -> None:
+    """pods-gate.validate is sent a GPU Pod's update that removes Kueue's admission gate, unless
+    Kueue's controller sends it; every other Pod update (labels, other gates, CPU Pods) is not."""
+    gated = {"spec": spec(GPU, schedulingGates=[{"name": KUEUE_ADMISSION_GATE}])}
+    other_gate = {"spec": spec(GPU, schedulingGates=[{"name": "example.com/other"}])}
+    lifted = {"spec": spec(GPU, schedulingGates=[])}
+    cases = {
+        # name: (old object, new object, username, sent)
+        "tenant-lifts": (gated, lifted, "alice", True),
+        "tenant-drops-the-field": (gated, {"spec": spec(GPU)}, "alice", True),
+        "kueue-lifts": (gated, lifted, KUEUE_CONTROLLER, False),
+        "tenant-keeps-it": (gated, {**gated, "metadata": {"labels": {"a": "b"}}}, "alice", False),
+        "another-gate-lifted": (other_gate, lifted, "alice", False),
+        "odd-old-gates": ({"spec": {"schedulingGates": "oops"}}, lifted, "alice", False),
+    }
+    exprs = all_conditions()[GATE_WEBHOOK]
+    result = subprocess.run(
+        [str(celcheck)],
+        input=json.dumps(
+            {
+                "expressions": exprs,
+                "objects": {name: new for name, (_, new, _, _) in cases.items()},
+                "oldObjects": {name: old for name, (old, _, _, _) in cases.items()},
+                "requests": {
+                    name: {"userInfo": {"username": user}}
+                    for name, (_, _, user, _) in cases.items()
+                },
+            }
+        ),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    outcome = json.loads(result.stdout)
+    sent = {
+        name: all(outcome[condition]["results"][name] is True for condition in exprs)
+        for name in cases
+    }
+    assert sent == {name: expected for name, (_, _, _, expected) in cases.items()}

@@ -31,6 +31,7 @@ Rule = Literal[
     "gpu-not-governed",  # a GPU no class counts: HAMi shares, another vendor's, KAI annotations
     "runtime-unreadable",  # a TrainJob's runtime admission cannot read
     "claim-unresolved",  # a DRA claim whose template, claim or DeviceClass cannot be found
+    "kueue-hold-lifted",  # Kueue's gate or suspend lifted off a GPU workload by other than Kueue
 ]
 
 

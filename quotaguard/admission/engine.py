@@ -12,7 +12,8 @@ from typing import Any, Literal, cast
 import jsonpatch
 
 from quotaguard.admission.claimrules import claim_object_decision
-from quotaguard.admission.decision import ALLOWED, Decision, combine
+from quotaguard.admission.decision import ALLOWED, Decision, combine, deny
+from quotaguard.admission.holds import lifted_hold
 from quotaguard.admission.mutate import mutate
 from quotaguard.admission.owners import owner_kinds, trusted_creator
 from quotaguard.admission.provenance import refused_creation
@@ -106,6 +107,13 @@ def decide(
         claim_object = claim_object_decision(policy, obj, namespace, dra)
         if claim_object is not None:
             return claim_object
+    elif operation == "UPDATE":
+        stored = old if isinstance(old, dict) else None
+        lifted = lifted_hold(
+            policy, reading, stored, namespace, user_info, owner_controller=creator_trusted
+        )
+        if lifted is not None:
+            return deny([lifted])
     return validate(
         policy,
         obj,

@@ -53,6 +53,7 @@ class _PodSpec(Struct, omit_defaults=True):
     schedulerName: Any = UNSET  # noqa: N815
     priorityClassName: Any = UNSET  # noqa: N815
     resourceClaims: Any = UNSET  # noqa: N815 - DRA claims: see admission.claims
+    schedulingGates: Any = UNSET  # noqa: N815 - Kueue's gate: see admission.holds
 
 
 class _Object(Struct, omit_defaults=True):

@@ -61,6 +61,8 @@ def schema_tree() -> _Node:
             _mark(_descend(root, parse_path(kind.components)), "any")
         if kind.runtime_ref is not None:  # a TrainJob's runtime: see admission.runtimes
             _mark(_descend(root, parse_path(kind.runtime_ref)), "any")
+        for path in (kind.suspend, *kind.pod_counts) if kind.suspend else ():
+            _mark(_descend(root, parse_path(path)), "any")  # Kueue's hold: admission.holds
         for place in kind.templates:
             node = _descend(root, place.steps)
             if place.form == "resources":

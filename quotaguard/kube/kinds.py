@@ -92,6 +92,12 @@ class Kind:
     # TrainJob: the reference to a runtime whose pods may ask for GPUs the object does not
     # name (see `quotaguard.kube.trainingruntime`); an object with one is always sent.
     runtime_ref: str | None = None
+    # The boolean by which Kueue holds an object of the kind until it admits it (Kueue's
+    # IsSuspended); None where Kueue gates the pods instead, or does not manage the kind.
+    suspend: str | None = None
+    # Where the number of pods Kueue admitted is set (`[]`, `{}` steps as in templates): raised
+    # on a running object, the extra pods start before Kueue suspends it again.
+    pod_counts: tuple[str, ...] = ()
 
     @property
     def api_versions(self) -> tuple[str, ...]:
@@ -125,10 +131,12 @@ def _kubeflow(kind: str, replica_specs: str, version: str = "v1") -> Kind:
         (version,),
         f"{kind.lower()}s",
         (_t(f"spec.{replica_specs}{{}}.template"),),
+        suspend="spec.runPolicy.suspend",
+        pod_counts=(f"spec.{replica_specs}{{}}.replicas",),
     )
 
 
-def _ray(kind: str, cluster: str, *extra: TemplatePath) -> Kind:
+def _ray(kind: str, cluster: str, *extra: TemplatePath, suspend: str = "spec.suspend") -> Kind:
     prefix = f"spec.{cluster}." if cluster else "spec."
     return Kind(
         kind,
@@ -141,12 +149,23 @@ def _ray(kind: str, cluster: str, *extra: TemplatePath) -> Kind:
             _t(f"{prefix}workerGroupSpecs[groupName].template"),
             *extra,
         ),
+        suspend=suspend,
+        pod_counts=(f"{prefix}workerGroupSpecs[groupName].replicas",),
     )
 
 
 KINDS: tuple[Kind, ...] = (
     Kind("Pod", "", "Pod", ("v1",), "pods", (_t(""),)),
-    Kind("Job", "batch", "Job", ("v1",), "jobs", (_t("spec.template"),)),
+    Kind(
+        "Job",
+        "batch",
+        "Job",
+        ("v1",),
+        "jobs",
+        (_t("spec.template"),),
+        suspend="spec.suspend",
+        pod_counts=("spec.parallelism",),
+    ),
     Kind(
         "CronJob",
         "batch",
@@ -163,6 +182,11 @@ KINDS: tuple[Kind, ...] = (
         ("v1alpha2",),
         "jobsets",
         (_t("spec.replicatedJobs[name].template.spec.template"),),
+        suspend="spec.suspend",
+        pod_counts=(
+            "spec.replicatedJobs[name].replicas",
+            "spec.replicatedJobs[name].template.spec.parallelism",
+        ),
     ),
     Kind(
         "VolcanoJob",
@@ -205,7 +229,7 @@ KINDS: tuple[Kind, ...] = (
     ),
     _ray("RayJob", "rayClusterSpec", _t("spec.submitterPodTemplate", "submitter")),
     _ray("RayCluster", ""),
-    _ray("RayService", "rayClusterConfig"),
+    _ray("RayService", "rayClusterConfig", suspend="spec.rayClusterConfig.suspend"),
     _kubeflow("PyTorchJob", "pytorchReplicaSpecs"),
     _kubeflow("TFJob", "tfReplicaSpecs"),
     _kubeflow("XGBoostJob", "xgbReplicaSpecs"),
@@ -222,6 +246,8 @@ KINDS: tuple[Kind, ...] = (
         "trainjobs",
         (TemplatePath("spec.trainer.resourcesPerNode", "trainer", "resources"),),
         runtime_ref="spec.runtimeRef",
+        suspend="spec.suspend",
+        pod_counts=("spec.trainer.numNodes",),
     ),
     # Spark's operator builds the driver's and the executors' pods from each role: its pod
     # template, its sidecars and init containers, and the GPUs of Spark's own container.
@@ -235,6 +261,8 @@ KINDS: tuple[Kind, ...] = (
             TemplatePath("spec.driver", "driver", "spark-role"),
             TemplatePath("spec.executor", "executor", "spark-role"),
         ),
+        suspend="spec.suspend",
+        pod_counts=("spec.executor.instances",),
     ),
     Kind(
         "AppWrapper",
@@ -244,6 +272,7 @@ KINDS: tuple[Kind, ...] = (
         "appwrappers",
         (),
         components="spec.components",
+        suspend="spec.suspend",
     ),
 )
 

@@ -7,6 +7,8 @@ KUEUE_VERSIONS = ("v1beta2", "v1beta1")  # preferred first
 KUEUE_QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 # The scheduling gate Kueue's pod webhook puts on a Pod it queues, removed at admission.
 KUEUE_ADMISSION_GATE = "kueue.x-k8s.io/admission"
+# Who removes that gate: Kueue's controller as its release manifests install it.
+KUEUE_CONTROLLER = "system:serviceaccount:kueue-system:kueue-controller-manager"
 
 VOLCANO_GROUP = "scheduling.volcano.sh"
 VOLCANO_VERSION = "v1beta1"

@@ -28,6 +28,7 @@ from quotaguard.kube.kinds import BY_ID as _KINDS_BY_ID
 from quotaguard.kube.names import (
     DRA_EXTENDED_RESOURCE_PREFIX,
     GPU_RESOURCE,
+    KUEUE_CONTROLLER,
     MIG_PREFIX,
     SHARED_GPU_RESOURCE,
 )
@@ -438,6 +439,10 @@ class PolicySpec(_Strict):
     owner_controllers: Annotated[
         dict[str, list[Annotated[str, Field(min_length=1)]]], BeforeValidator(_owner_kinds)
     ] = Field(default_factory=dict)
+    # Who may lift Kueue's hold (gate, suspend) off a GPU workload (see quotaguard.admission.holds).
+    kueue_controllers: Annotated[list[Annotated[str, Field(min_length=1)]], Field(min_length=1)] = (
+        Field(default_factory=lambda: [KUEUE_CONTROLLER])
+    )
     # schedulerNames GPU workloads may use besides the backend's (default-scheduler / volcano).
     allowed_schedulers: list[Annotated[str, Field(min_length=1)]] = Field(default_factory=list)
 

@@ -96,10 +96,19 @@ VALIDATING_HEADER = """\
 #
 # <kind>s-update.validate (container-resources-unchanged): failurePolicy Ignore. A changed
 # queue is judged (Kueue lets a suspended Job move to another queue; it must stay one of the
-# tenant's). Ignore, because Kueue's unsuspend passes through it and must not wait for
-# quotaguard; an outage lets a queue move through unjudged, never a GPU. Pods are not sent on
+# tenant's), and so are a lifted suspend and a pod count raised while running: only Kueue
+# (spec.kueueControllers) or the owner's controller may resume what Kueue holds or start more of
+# it. Ignore, because Kueue's unsuspend passes through it and must not wait for quotaguard; an
+# outage lets a queue move, a resume or a widening through unjudged (Kueue suspends such a
+# workload again). Pods are not sent on
 # UPDATE: their updates are frequent and their resources cannot change (a queue label changed
 # on a bare Pod is not judged).
+#
+# pods-gate.validate: failurePolicy Fail, the one Pod UPDATE sent: Kueue's admission gate
+# (kueue.x-k8s.io/admission) lifted off a GPU Pod by anyone but Kueue's controller
+# (system:serviceaccount:kueue-system:kueue-controller-manager, whose ungating is never sent).
+# Lifted by the tenant, the Pod would be scheduled at once, outside its queue's quota; it is
+# refused unless the user is one of the policy's spec.kueueControllers.
 #
 # It runs after every mutation, on the final object, so the rewritten class resources
 # (nvidia.com/mig-*, nvidia.com/gpu.shared) match the same condition.

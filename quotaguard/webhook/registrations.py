@@ -28,6 +28,7 @@ from quotaguard.kube.names import (
     KUEUE_QUEUE_LABEL,
 )
 from quotaguard.policy.sent_names import NAME_CHECK_HEAD
+from quotaguard.webhook.gate_registration import gate_webhook
 from quotaguard.webhook.name_widening import (
     ANOTHER_NVIDIA_RESOURCE,
     checked_names,
@@ -408,6 +409,9 @@ def webhooks(path: Literal["mutate", "validate"]) -> list[Manifest]:
             found.append(_webhook(kind, path, operation, resources=False if split else None))
     if path == "validate":
         found.extend(_claim_webhook(plural, devices) for plural, devices in CLAIM_RESOURCES)
+        pod, gpus = BY_ID["Pod"], match_expression(BY_ID["Pod"], claims=True)
+        pod_update = _webhook(pod, path, "UPDATE")
+        found.append(gate_webhook(pod_update, {"name": REQUESTS_NVIDIA, "expression": gpus}))
     return found
 
 

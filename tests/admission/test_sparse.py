@@ -69,8 +69,14 @@ OPTIONAL_FIELDS = {
         ("schedulerName", "default-scheduler"),
         ("priorityClassName", "interactive"),
         ("nodeSelector", {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"}),
+        ("schedulingGates", [{"name": "kueue.x-k8s.io/admission"}]),
     ],
-    "workload spec": [("queue", "training"), ("queue", "elsewhere")],
+    "workload spec": [
+        ("queue", "training"),
+        ("queue", "elsewhere"),
+        ("suspend", True),
+        ("parallelism", 3),
+    ],
     "container": [("restartPolicy", "Always")],
 }
 OPTIONAL_FIELDS["spec"] = OPTIONAL_FIELDS["pod spec"] + OPTIONAL_FIELDS["workload spec"]

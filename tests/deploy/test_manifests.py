@@ -24,6 +24,7 @@ from quotaguard.policy.sent_names import REGISTRATIONS
 from quotaguard.reports.report_routes import report_routes
 from quotaguard.serve.plain_http import build_http_app
 from quotaguard.serve.policystore import PolicyStore
+from quotaguard.webhook.gate_registration import GATE_LIFTED, GATE_WEBHOOK
 from quotaguard.webhook.registrations import (
     CLAIM_ASKS_FOR_DEVICES,
     CLAIM_RESOURCES,
@@ -507,6 +508,9 @@ def test_webhook_configurations_are_safe_for_the_api_server(build: list[Manifest
         assert hook["admissionReviewVersions"] == ["v1"], where
         # CREATE and UPDATE never share a webhook: they fail differently.
         (operation,) = operations(hook)
+        if hook["name"] == GATE_WEBHOOK:  # the one Pod UPDATE sent: Kueue's gate lifted
+            assert operation == "UPDATE" and hook["failurePolicy"] == "Fail", where
+            continue
         resources = hook["name"].split(".")[0].endswith("-resources")
         assert hook["name"].split(".")[0].endswith(("-update", "-resources")) == (
             operation == "UPDATE"
@@ -581,6 +585,8 @@ def test_only_the_mutating_pod_create_webhook_leaves_out_pods_already_decided(
     assert found.pop(pod_mutation) == [REQUESTS_NVIDIA, NOT_YET_DECIDED]
     pod_validation = ("ValidatingWebhookConfiguration", "pods.validate.quotaguard.dev")
     assert found[pod_validation] == [REQUESTS_NVIDIA]
+    gate = ("ValidatingWebhookConfiguration", GATE_WEBHOOK)
+    assert found.pop(gate) == [REQUESTS_NVIDIA, GATE_LIFTED]
     # validation of a workload's UPDATE is split by whether container resources change
     for (kind, name), names in list(found.items()):
         split = {
@@ -669,8 +675,9 @@ def test_pilot_limits_the_webhooks_to_labelled_namespaces_and_recommends(
     docs = renders(tool, ["pilot"])
     hooks = list(webhooks(docs))
     # CREATE: mutating and validating for each kind; UPDATE: the same but no Pod validation,
-    # validation split by whether resources change; CREATE of the DRA claim objects
-    assert len(hooks) == 5 * len(KINDS) - 2 + len(CLAIM_RESOURCES)
+    # validation split by whether resources change; CREATE of the DRA claim objects; the Pod
+    # UPDATE that lifts Kueue's gate
+    assert len(hooks) == 5 * len(KINDS) - 2 + len(CLAIM_RESOURCES) + 1
     for _, hook in hooks:
         assert hook["failurePolicy"] == "Ignore"
         selector = hook["namespaceSelector"]
