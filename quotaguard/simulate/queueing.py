@@ -108,18 +108,22 @@ def _preempting_heads(
     policy = queue.config.preemption
     if not queue.pending or not policy.enabled:
         return
-    heads = [waiting[0] for waiting in queue.pending.values()]
+    heads: Iterable[QueuedWorkload] = [waiting[0] for waiting in queue.pending.values()]
     if queue.config.strategy == "StrictFIFO":
         heads = [min(heads, key=QueuedWorkload.queue_key)]
-    reclaim = policy.reclaim_within_cohort != "Never"
-    within = policy.within_cluster_queue
-    lowest = _lowest_preemptible(queue)
+    # the classes another queue borrows: a head asking for one may reclaim it
+    reclaimable = (
+        {c for c, queues in borrowers.items() if len(queues) > 1 or queues[0] != name}
+        if policy.reclaim_within_cohort != "Never"
+        else set()
+    )
+    lowest = _lowest_preemptible(queue) if policy.within_cluster_queue != "Never" else None
+    if not reclaimable and lowest is None:
+        return
     for head in heads:
-        reclaimable = reclaim and any(
-            other != name for c, _ in head.request for other in borrowers.get(c, ())
-        )
-        ranked_below = within != "Never" and lowest is not None and lowest < head.priority
-        if reclaimable or ranked_below:
+        if (lowest is not None and lowest < head.priority) or any(
+            c in reclaimable for c, _ in head.request
+        ):
             yield head
 
 
@@ -140,6 +144,9 @@ class QueueModel:
         self._changed = True
         self._preempting = False
         self._evictions: list[Eviction] = []
+        # (queue, options) none of which fits: what is free only shrinks until units are
+        # freed or quotas change, so they are not tried again until then
+        self._unfit: set[tuple[str, tuple[Request, ...]]] = set()
         self.configure(cohort)
 
     # -- configuration -------------------------------------------------------------------
@@ -174,6 +181,7 @@ class QueueModel:
             for name, used in queue.usage.items():
                 self._lent[name] = self._lent.get(name, 0) + self._over_own(queue, name, used)
         self._changed = True
+        self._unfit.clear()
 
     def resize(self, capacity: Mapping[str, int]) -> None:
         """The cluster's units per class changed (a layout change): admission fits them now."""
@@ -182,6 +190,7 @@ class QueueModel:
             for name in capacity:
                 self._allocated.setdefault(name, 0)
             self._changed = True
+            self._unfit.clear()
 
     @property
     def cohort(self) -> CohortConfig:
@@ -286,6 +295,9 @@ class QueueModel:
         `whenCanBorrow: MayStopSearch` (Kueue's default) a flavor that fits by borrowing is
         taken; with `TryNextFlavor` a later one that fits within nominal quota goes first, and
         the first that fits by borrowing only when none does."""
+        unfit = (queue_name, options)
+        if unfit in self._unfit:
+            return None
         borrow_next = self._queues[queue_name].config.borrow_next
         borrowing: Request | None = None
         for request in options:
@@ -295,6 +307,8 @@ class QueueModel:
                 return request
             if borrowing is None:
                 borrowing = request
+        if borrowing is None:
+            self._unfit.add(unfit)
         return borrowing
 
     def _candidate(self, queue: _Queue) -> tuple[QueuedWorkload, Request] | None:
@@ -513,6 +527,8 @@ class QueueModel:
         workload.admitted_at = now
 
     def _use(self, queue: _Queue, name: str, units: int) -> None:
+        if units < 0:
+            self._unfit.clear()
         used = queue.usage.get(name, 0)
         after = used + units
         queue.usage[name] = after
