@@ -10,7 +10,7 @@ gangs and of workloads placed, not of workloads waiting: after a pass every work
 waiting failed at the `released` of that pass, so the next pass either retries them all
 (something was freed: the gangs merged by their first workload, a failed gang dropped with
 all its followers at once) or only those admitted since (nothing was freed).
-`reference_place` is the plain pass over every workload, kept for the tests to compare.
+`PlainPlacing` is the plain pass over every workload, kept for the tests to compare.
 """
 
 from __future__ import annotations
@@ -139,31 +139,47 @@ class Placing:
         return placed
 
 
-def reference_place(
-    waiting: dict[int, tuple[QueuedWorkload, Gang]],
-    failed_at: dict[int, int],
-    cluster: Cluster,
-    unplaceable: set[int],
-) -> Placed:
-    """The plain pass `Placing.place` must equal: every waiting workload not failed since the
-    last release, sorted, tried in turn; placed ones leave `waiting`."""
-    released = cluster.released
-    order = sorted(
-        (place_key(workload), ident)
-        for ident, (workload, _) in waiting.items()
-        if failed_at.get(ident) != released
-    )
-    failed: set[Gang] = set()
-    placed: Placed = []
-    for _, ident in order:
-        workload, gang = waiting[ident]
-        assignment = None if gang in failed else cluster.place(gang)
-        if assignment is None:
-            failed.add(gang)
-            failed_at[ident] = released
-            unplaceable.add(ident)
-            continue
-        del waiting[ident]
-        failed_at.pop(ident, None)
-        placed.append((workload, assignment))
-    return placed
+class PlainPlacing:
+    """The plain pass `Placing` must equal, for the tests: every waiting workload not failed
+    since the last release, sorted, tried in turn."""
+
+    def __init__(self) -> None:
+        self._waiting: dict[int, tuple[QueuedWorkload, Gang]] = {}
+        self._failed_at: dict[int, int] = {}
+
+    def __len__(self) -> int:
+        return len(self._waiting)
+
+    def __iter__(self) -> Iterator[QueuedWorkload]:
+        return iter([workload for workload, _ in self._waiting.values()])
+
+    def count(self, queue: str) -> int:
+        return sum(workload.queue == queue for workload, _ in self._waiting.values())
+
+    def add(self, workload: QueuedWorkload, gang: Gang) -> None:
+        self._waiting[workload.id] = (workload, gang)
+
+    def remove(self, ident: int) -> None:
+        self._waiting.pop(ident, None)
+
+    def place(self, cluster: Cluster, unplaceable: set[int]) -> Placed:
+        released = cluster.released
+        order = sorted(
+            (place_key(workload), ident)
+            for ident, (workload, _) in self._waiting.items()
+            if self._failed_at.get(ident) != released
+        )
+        failed: set[Gang] = set()
+        placed: Placed = []
+        for _, ident in order:
+            workload, gang = self._waiting[ident]
+            assignment = None if gang in failed else cluster.place(gang)
+            if assignment is None:
+                failed.add(gang)
+                self._failed_at[ident] = released
+                unplaceable.add(ident)
+                continue
+            del self._waiting[ident]
+            self._failed_at.pop(ident, None)
+            placed.append((workload, assignment))
+        return placed

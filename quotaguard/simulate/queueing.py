@@ -133,7 +133,10 @@ class QueueModel:
     Deterministic: the same calls in the same order give the same admissions.
     """
 
-    def __init__(self, cohort: CohortConfig, capacity: Mapping[str, int]) -> None:
+    def __init__(
+        self, cohort: CohortConfig, capacity: Mapping[str, int], *, plain: bool = False
+    ) -> None:
+        """`plain`: every admission pass tries every shape (no shortcut; the tests compare)."""
         self._queues: dict[str, _Queue] = {q.name: _Queue(q) for q in cohort.queues}
         self._capacity = dict(capacity)
         self._allocated: dict[str, int] = dict.fromkeys(capacity, 0)
@@ -147,6 +150,7 @@ class QueueModel:
         # (queue, options) none of which fits: what is free only shrinks until units are
         # freed or quotas change, so they are not tried again until then
         self._unfit: set[tuple[str, tuple[Request, ...]]] = set()
+        self._plain = plain
         self.configure(cohort)
 
     # -- configuration -------------------------------------------------------------------
@@ -307,7 +311,7 @@ class QueueModel:
                 return request
             if borrowing is None:
                 borrowing = request
-        if borrowing is None:
+        if borrowing is None and not self._plain:
             self._unfit.add(unfit)
         return borrowing
 
