@@ -147,9 +147,10 @@ class QueueModel:
         self._changed = True
         self._preempting = False
         self._evictions: list[Eviction] = []
-        # (queue, options) none of which fits: what is free only shrinks until units are
-        # freed or quotas change, so they are not tried again until then
-        self._unfit: set[tuple[str, tuple[Request, ...]]] = set()
+        # the pending shapes (their workloads' deques, by id) none of whose flavors fits: what
+        # is free only shrinks until units are freed or quotas change, so they are not tried
+        # again until then
+        self._unfit: set[int] = set()
         self._plain = plain
         self.configure(cohort)
 
@@ -299,9 +300,6 @@ class QueueModel:
         `whenCanBorrow: MayStopSearch` (Kueue's default) a flavor that fits by borrowing is
         taken; with `TryNextFlavor` a later one that fits within nominal quota goes first, and
         the first that fits by borrowing only when none does."""
-        unfit = (queue_name, options)
-        if unfit in self._unfit:
-            return None
         borrow_next = self._queues[queue_name].config.borrow_next
         borrowing: Request | None = None
         for request in options:
@@ -311,8 +309,6 @@ class QueueModel:
                 return request
             if borrowing is None:
                 borrowing = request
-        if borrowing is None and not self._plain:
-            self._unfit.add(unfit)
         return borrowing
 
     def _candidate(self, queue: _Queue) -> tuple[QueuedWorkload, Request] | None:
@@ -321,7 +317,10 @@ class QueueModel:
         best_key: tuple[int, float, int] | None = None
         strict = queue.config.strategy == "StrictFIFO"
         name = queue.config.name
+        unfit, remember = self._unfit, not self._plain
         for (options, _), waiting in queue.pending.items():
+            if id(waiting) in unfit:
+                continue
             head = waiting[0]
             key = head.queue_key()
             if best_key is not None and key >= best_key:
@@ -332,6 +331,8 @@ class QueueModel:
             fitting = self._fitting(name, options)
             if fitting is not None:
                 best, best_key, best_request = head, key, fitting
+            elif remember:
+                unfit.add(id(waiting))
         if best is None:
             return None
         if strict:
@@ -420,20 +421,17 @@ class QueueModel:
         """The first pending workload, in admission order, that preemption makes fit (with
         `within_nominal`, only one that would not borrow); its victims are evicted."""
         borrowers = self._borrowers()
-        attempts = [
-            head
-            for name, queue in self._queues.items()
-            for head in _preempting_heads(name, queue, borrowers)
-        ]
-        ranked = sorted(
-            ((self.borrows(w.queue, w.request), -w.priority, w.arrival, w.id), w) for w in attempts
-        )
-        for (borrows, *_), workload in ranked:
-            if within_nominal and borrows:
-                break
-            lacking = self._lacking(workload)
-            if not lacking or not self._may_preempt(workload, lacking):
-                continue
+        ranked: list[tuple[tuple[bool, int, float, int], QueuedWorkload, frozenset[str]]] = []
+        for name, queue in self._queues.items():
+            for head in _preempting_heads(name, queue, borrowers):
+                borrows = self.borrows(name, head.request)
+                if within_nominal and borrows:
+                    continue
+                lacking = self._lacking(head)
+                if lacking and self._may_preempt(head, lacking):
+                    ranked.append(((borrows, -head.priority, head.arrival, head.id), head, lacking))
+        ranked.sort(key=lambda attempt: attempt[0])
+        for _, workload, lacking in ranked:
             victims = targets(self, workload, lacking, now)
             if victims:
                 for victim in victims:
@@ -523,6 +521,7 @@ class QueueModel:
         waiting.popleft()
         if not waiting:
             del queue.pending[shape]
+            self._unfit.discard(id(waiting))
         queue.pending_count -= 1
         for name, units in workload.request:
             queue.pending_units[name] -= units
