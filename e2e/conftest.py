@@ -91,15 +91,10 @@ def make_module_cluster(toolchain: build.Toolchain) -> Iterator[Callable[..., Cl
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
-    report = yield
+    report: pytest.TestReport = yield
     if report.failed:
         _failed.append(item.nodeid)
+        if len(_failed) == 1:  # the first failure's logs; a section travels back from xdist
+            logs = "\n".join(c.failure_report() for c in _clusters)
+            report.sections.append(("e2e control-plane logs", logs))
     return report
-
-
-def pytest_terminal_summary(terminalreporter: Any) -> None:
-    if not _failed or not _clusters:
-        return
-    terminalreporter.section("e2e control-plane logs")
-    for c in _clusters:
-        terminalreporter.write_line(c.failure_report())

@@ -9,6 +9,7 @@ import json
 import math
 import os
 import sys
+import threading
 import time
 import urllib.request
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -678,6 +679,7 @@ def history_problems(
 # Kueue's own controller (optional: built by `python -m e2e.build` when the module proxy allows)
 
 KUEUE_METRICS_CERTS = Path("/etc/kueue/metrics/certs")  # fixed in Kueue's main without cert mgmt
+_METRICS_CERTS_WRITE = threading.Lock()
 
 
 # Kueue's integrations (frameworks) and the CRD each needs; None: a built-in kind.
@@ -787,10 +789,11 @@ def start_kueue(
     serving = cluster.serving_cert("kueue-webhook")
     (cert_dir / "tls.crt").write_bytes(serving.cert_file.read_bytes())
     (cert_dir / "tls.key").write_bytes(serving.key_file.read_bytes())
-    KUEUE_METRICS_CERTS.mkdir(parents=True, exist_ok=True)
-    for name in ("tls.crt", "tls.key"):
-        if not (KUEUE_METRICS_CERTS / name).exists():
-            (KUEUE_METRICS_CERTS / name).write_bytes((cert_dir / name).read_bytes())
+    with _METRICS_CERTS_WRITE:  # one fixed path for every Kueue; fleets start several at once
+        KUEUE_METRICS_CERTS.mkdir(parents=True, exist_ok=True)
+        for name in ("tls.crt", "tls.key"):
+            if not (KUEUE_METRICS_CERTS / name).exists():
+                (KUEUE_METRICS_CERTS / name).write_bytes((cert_dir / name).read_bytes())
     health_port, webhook_port = free_port(), free_port()
     chosen = list(frameworks) if frameworks is not None else installed_frameworks(cluster)
     configuration = kueue_configuration(health_port, webhook_port, cert_dir, chosen)

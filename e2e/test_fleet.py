@@ -1,147 +1,35 @@
 """One policy over a MultiKueue fleet on three real API servers on this machine: a manager
 (the MultiKueueConfig and MultiKueueClusters, the worker kubeconfigs in Secrets, every Workload)
-and two workers, east and west, each with 16 kwok H100s. `quotaguard serve --components fleet`
-runs against the manager and reads the workers through the kubeconfigs MultiKueue names.
+and two workers, east and west, each with 16 kwok H100s and Kueue's controller
+(`e2e/fleet.py`). `quotaguard serve --components fleet` runs against the manager and reads the
+workers through the kubeconfigs MultiKueue names.
 
 A tenant's demand on the manager moves quota to the worker with room; a worker taken down keeps
-its last quotas, leaves the fleet's capacity, is reported, and the fleet plan moves on.
-
-On the workers Kueue's controller does not run: their Workloads' admission is written through
-the status subresource as Kueue would. The last test starts Kueue with MultiKueue on the
-manager.
+its last quotas, leaves the fleet's capacity, is reported, and the fleet plan moves on. Until
+the third test Kueue does not run on the manager: the Workloads there are admitted through the
+status subresource as Kueue would. From the third test on Kueue with MultiKueue runs there and
+dispatches a tenant's Job to the worker quotaguard gave the quota.
 """
 
 from __future__ import annotations
 
-import base64
-import json
 import time
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
-from e2e import build, conftest
-from e2e.cluster import Cluster, http_ok, wait_until, whole_gpu_node
+from e2e import build
+from e2e.cluster import Cluster, http_ok, wait_until
+from e2e.fleet import GPU, TENANTS, WORKERS, Fleet, policy, run_research, running_fleet
 from e2e.kueue import (
-    KUEUE,
     ControllerProcess,
-    admit,
     http_json,
     serve_controller,
-    start_kueue,
-    workload,
     workload_conditions,
 )
 
-GPU = "nvidia.com/gpu"
-TENANTS = ("research", "product")
-WORKERS = ("east", "west")
-
-
-def cluster_queue(name: str, *, cohort: bool = True) -> dict[str, Any]:
-    """A tenant's ClusterQueue at 0 H100s; in the workers' cohort, or (the manager's) in none,
-    so that Kueue admits on the manager only within the quota quotaguard writes there."""
-    return {
-        "apiVersion": KUEUE,
-        "kind": "ClusterQueue",
-        "metadata": {"name": name},
-        "spec": {
-            **({"cohortName": "gpu-fleet"} if cohort else {}),
-            "namespaceSelector": {},
-            "resourceGroups": [
-                {
-                    "coveredResources": [GPU],
-                    "flavors": [{"name": "h100", "resources": [{"name": GPU, "nominalQuota": 0}]}],
-                }
-            ],
-        },
-    }
-
-
-def policy(directory: Path) -> Path:
-    document = {
-        "apiVersion": "quotaguard.dev/v1alpha1",
-        "kind": "TenantPolicy",
-        "metadata": {"name": "gpu-fleet"},
-        "spec": {
-            "cohort": "gpu-fleet",
-            "gpuClasses": [{"name": "h100", "resource": GPU, "memory": "80Gi", "flavor": "h100"}],
-            "tenants": [
-                {
-                    "name": name,
-                    "namespaces": [name],
-                    "quota": {"h100": {"guaranteed": 8, "max": 32}},
-                }
-                for name in TENANTS
-            ],
-            "rebalance": {"interval": "2s"},
-            "fleet": {
-                "mode": "apply",
-                "multiKueueConfig": "gpu-fleet",
-                "kubeConfigNamespace": "kueue-system",
-                "readTimeoutSeconds": 3,
-            },
-        },
-    }
-    path = directory / "policy.yaml"
-    path.write_text(yaml.safe_dump(document))
-    return path
-
-
-def set_up_worker(worker: Cluster, prefix: str) -> None:
-    worker.add_nodes(*(whole_gpu_node(f"{prefix}-h100-{i}", 8) for i in range(2)))
-    for name in TENANTS:
-        worker.create_namespace(name)
-        worker.create(cluster_queue(name))
-
-
-def set_up_manager(manager: Cluster, workers: dict[str, Cluster]) -> None:
-    manager.create_namespace("kueue-system")
-    for name in TENANTS:
-        manager.create_namespace(name)
-        manager.create(cluster_queue(name, cohort=False))
-    for name, worker in workers.items():
-        kubeconfig = base64.b64encode(worker.kubeconfig.read_bytes()).decode()
-        manager.apply(
-            [
-                {
-                    "apiVersion": "v1",
-                    "kind": "Secret",
-                    "metadata": {"name": f"{name}-kubeconfig", "namespace": "kueue-system"},
-                    "data": {"kubeconfig": kubeconfig},
-                },
-                {
-                    "apiVersion": KUEUE,
-                    "kind": "MultiKueueCluster",
-                    "metadata": {"name": name},
-                    "spec": {
-                        "clusterSource": {
-                            "kubeConfig": {
-                                "locationType": "Secret",
-                                "location": f"{name}-kubeconfig",
-                            }
-                        }
-                    },
-                },
-            ]
-        )
-    manager.apply(
-        {
-            "apiVersion": KUEUE,
-            "kind": "MultiKueueConfig",
-            "metadata": {"name": "gpu-fleet"},
-            "spec": {"clusters": list(workers)},
-        }
-    )
-
-
-def run_research(cluster: Cluster, name: str, gpus: int, *, admitted: bool) -> None:
-    cluster.create(workload(name, "research", "research", {GPU: 8}, count=gpus // 8))
-    if admitted:
-        admit(cluster, name, "research", "research", {GPU: "h100"}, {GPU: gpus}, count=gpus // 8)
+FleetUnderTest = tuple[Fleet, ControllerProcess]
 
 
 def nominal(cluster: Cluster, queue: str) -> int:
@@ -155,35 +43,23 @@ def quotas(cluster: Cluster) -> dict[str, int]:
 
 
 @pytest.fixture(scope="module")
-def fleet(toolchain: build.Toolchain, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+def fleet(
+    toolchain: build.Toolchain, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[tuple[Fleet, ControllerProcess]]:
     started = time.monotonic()
-    clusters: dict[str, Cluster] = {}
-    try:
-        for name in ("manager", *WORKERS):
-            clusters[name] = conftest._start(toolchain, controllers=False)
-        up = time.monotonic() - started
-        for name in WORKERS:
-            set_up_worker(clusters[name], name)
-        set_up_manager(clusters["manager"], {n: clusters[n] for n in WORKERS})
-        # research's pretraining: dispatched to east and running there, 16 GPUs, all of east
-        run_research(clusters["east"], "pretrain", 16, admitted=True)
-        run_research(clusters["manager"], "pretrain", 16, admitted=True)
+    with running_fleet(toolchain) as running:
         serving = serve_controller(
-            clusters["manager"],
+            running.manager,
             policy(tmp_path_factory.mktemp("fleet")),
             pod_name="quotaguard-fleet-0",
             lease_namespace="quotaguard-system",
             components="fleet",
         )
         print(
-            f"[e2e] fleet: three clusters up in {up:.1f}s, set up in "
-            f"{time.monotonic() - started:.1f}s",
+            f"[e2e] fleet: set up in {time.monotonic() - started:.1f}s {running.timings}",
             flush=True,
         )
-        yield clusters, serving
-    finally:
-        for cluster in clusters.values():
-            conftest._finish(cluster)
+        yield running, serving
 
 
 def fleet_report(serving: ControllerProcess) -> dict[str, Any] | None:
@@ -195,8 +71,8 @@ def fleet_report(serving: ControllerProcess) -> dict[str, Any] | None:
     return found if isinstance(found, dict) else None
 
 
-def test_demand_on_the_manager_moves_quota_to_the_worker_with_room(fleet: Any) -> None:
-    clusters, _ = fleet
+def test_demand_on_the_manager_moves_quota_to_the_worker_with_room(fleet: FleetUnderTest) -> None:
+    clusters = fleet[0].clusters
     manager, east, west = clusters["manager"], clusters["east"], clusters["west"]
     # Nothing waits: research holds east, product the idle west (lendable quota)
     wait_until(
@@ -226,8 +102,10 @@ def test_demand_on_the_manager_moves_quota_to_the_worker_with_room(fleet: Any) -
     print(f"[e2e] fleet: quota moved to west {moved:.1f}s after the demand", flush=True)
 
 
-def test_a_worker_taken_down_keeps_its_quotas_and_the_fleet_plan_moves_on(fleet: Any) -> None:
-    clusters, serving = fleet
+def test_a_worker_taken_down_keeps_its_quotas_and_the_fleet_plan_moves_on(
+    fleet: FleetUnderTest,
+) -> None:
+    clusters, serving = fleet[0].clusters, fleet[1]
     manager, east, west = clusters["manager"], clusters["east"], clusters["west"]
     wait_until(lambda: quotas(manager) == {"research": 24, "product": 8}, timeout=60, what="B")
     east.stop_apiserver()
@@ -264,77 +142,38 @@ def test_a_worker_taken_down_keeps_its_quotas_and_the_fleet_plan_moves_on(fleet:
     )
 
 
-def multikueue_on_the_manager(manager: Cluster) -> None:
-    """What MultiKueue needs on the manager: a flavor, the admission check on the tenants'
-    ClusterQueues, a LocalQueue for product."""
-    manager.apply(
-        [
-            {"apiVersion": KUEUE, "kind": "ResourceFlavor", "metadata": {"name": "h100"}},
-            {
-                "apiVersion": KUEUE,
-                "kind": "AdmissionCheck",
-                "metadata": {"name": "multikueue"},
-                "spec": {
-                    "controllerName": "kueue.x-k8s.io/multikueue",
-                    "parameters": {
-                        "apiGroup": "kueue.x-k8s.io",
-                        "kind": "MultiKueueConfig",
-                        "name": "gpu-fleet",
-                    },
-                },
-            },
-            {
-                "apiVersion": KUEUE,
-                "kind": "LocalQueue",
-                "metadata": {"name": "product", "namespace": "product"},
-                "spec": {"clusterQueue": "product"},
-            },
-        ]
-    )
-    strategy = {"admissionChecksStrategy": {"admissionChecks": [{"name": "multikueue"}]}}
-    for name in TENANTS:
-        manager.kubectl(
-            "patch", "clusterqueue", name, "--type=merge", "-p", json.dumps({"spec": strategy})
-        )
-
-
-def active(cluster: Cluster, kind: str, name: str) -> bool:
-    found = cluster.get(kind, name)
-    conditions = (found.get("status") or {}).get("conditions") or []
-    return any(c["type"] == "Active" and c["status"] == "True" for c in conditions)
-
-
 def test_kueue_on_the_manager_reaches_the_workers_and_admits_under_the_fleet_quota(
-    fleet: Any,
+    fleet: FleetUnderTest,
 ) -> None:
     """Kueue's controller with MultiKueue on the manager connects to the workers through the
     Secrets quotaguard reads, and reserves quota on the manager within the sum quotaguard
-    wrote: product's second Workload waits until quotaguard raises product's fleet quota."""
-    clusters, _ = fleet
+    wrote: product's second Job waits until quotaguard raises product's fleet quota."""
+    clusters = fleet[0].clusters
     manager = clusters["manager"]
-    binary = build.kueue_binary()
-    if binary is None:
-        pytest.skip("Kueue controller not built (optional e2e.build step)")
     started = time.monotonic()
-    start_kueue(manager, binary, webhooks=False, frameworks=["batch/job"])
-    multikueue_on_the_manager(manager)
-    for name in WORKERS:
-        wait_until(
-            lambda name=name: active(manager, "multikueuecluster", name),
-            timeout=90,
-            what=f"MultiKueueCluster {name} Active",
-        )
+    if fleet[0].start_multikueue() is None:
+        pytest.skip("Kueue controller not built (optional e2e.build step)")
     print(f"[e2e] fleet: Kueue with MultiKueue up in {time.monotonic() - started:.1f}s", flush=True)
     wait_until(
         lambda: quotas(manager)["product"] == 8, timeout=60, what="product's 8 on the manager"
     )
-    manager.create(workload("eval", "product", "product", {GPU: 4}))
+    # Jobs, not bare Workloads: MultiKueue rejects a Workload no Job owns (no adapter), at times
+    # before Kueue has reserved it
+    manager.create(batch_job("eval", "product", pods=1, gpus=4))
+    evaluation = wait_until(
+        lambda: workload_of_job(manager, "eval", "product"), timeout=30, what="eval's Workload"
+    )
     wait_until(
-        lambda: workload_conditions(manager, "eval", "product").get("QuotaReserved") == "True",
+        lambda: workload_conditions(manager, evaluation, "product").get("QuotaReserved") == "True",
         timeout=60,
         what="Kueue reserving eval's 4 GPUs under product's 8",
     )
-    manager.create(workload("eval-big", "product", "product", {GPU: 8}))
+    manager.create(batch_job("eval-big", "product", pods=1, gpus=8))
+    big = wait_until(
+        lambda: workload_of_job(manager, "eval-big", "product"),
+        timeout=30,
+        what="eval-big's Workload",
+    )
     # 4 + 8 is over the manager's 8 (and its ClusterQueue borrows from no cohort): Kueue can
     # reserve it only once quotaguard plans product's demand of 12 (west has the room) and
     # writes the sum on the manager
@@ -344,7 +183,7 @@ def test_kueue_on_the_manager_reaches_the_workers_and_admits_under_the_fleet_quo
         what="quotaguard raising product's quota to its demand",
     )
     wait_until(
-        lambda: workload_conditions(manager, "eval-big", "product").get("QuotaReserved") == "True",
+        lambda: workload_conditions(manager, big, "product").get("QuotaReserved") == "True",
         timeout=60,
         what="Kueue reserving eval-big under the raised quota",
     )
@@ -357,3 +196,158 @@ def _metrics(serving: ControllerProcess) -> str:
     assert http_ok(f"{serving.url}/healthz")
     with urllib.request.urlopen(f"{serving.url}/metrics", timeout=5) as response:
         return str(response.read().decode())
+
+
+def planned(serving: ControllerProcess) -> dict[str, tuple[int, int]] | None:
+    """(research, product) as quotaguard's last fleet plan places them, per cluster."""
+    report = fleet_report(serving)
+    if report is None:
+        return None
+    rows = {c["name"]: c["quotas"] for c in report["clusters"]} | {"manager": report["manager"]}
+
+    def nominal_of(rows: list[dict[str, Any]], tenant: str) -> int:
+        return next((int(row["nominal"]) for row in rows if row["tenant"] == tenant), 0)
+
+    return {
+        cluster: (nominal_of(found, "research"), nominal_of(found, "product"))
+        for cluster, found in rows.items()
+    }
+
+
+def batch_job(name: str, tenant: str, *, pods: int, gpus: int = 8) -> dict[str, Any]:
+    """A batch Job as a tenant's user writes it on the manager: the tenant's queue label,
+    `pods` pods of `gpus` H100s each at once. Kueue's webhook there suspends it and hands it to
+    MultiKueue (`spec.managedBy`)."""
+    container = {
+        "name": "train",
+        "image": "registry.example/train:1",
+        "resources": {"requests": {GPU: str(gpus)}, "limits": {GPU: str(gpus)}},
+    }
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {
+            "name": name,
+            "namespace": tenant,
+            "labels": {"kueue.x-k8s.io/queue-name": tenant},
+        },
+        "spec": {
+            "parallelism": pods,
+            "completions": pods,
+            "backoffLimit": 0,
+            "template": {"spec": {"restartPolicy": "Never", "containers": [container]}},
+        },
+    }
+
+
+def workload_of_job(cluster: Cluster, job: str, namespace: str = "research") -> str | None:
+    """The name of the Workload Kueue made for the Job `job` (MultiKueue gives its copies on
+    the workers the same name)."""
+    for found in cluster.get("workloads.kueue.x-k8s.io", namespace=namespace)["items"]:
+        owners = found["metadata"].get("ownerReferences") or []
+        if any(o["kind"] == "Job" and o["name"] == job for o in owners):
+            return str(found["metadata"]["name"])
+    return None
+
+
+def has_workload(cluster: Cluster, name: str) -> bool:
+    found = cluster.kubectl(
+        "get",
+        "workloads.kueue.x-k8s.io",
+        name,
+        "-n",
+        "research",
+        "--ignore-not-found",
+        "-o",
+        "name",
+    )
+    return bool(found.stdout.strip())
+
+
+def gpus_in_use(cluster: Cluster, queue: str) -> int:
+    """The H100s Kueue counts as used in a ClusterQueue (its status.flavorsUsage)."""
+    status = cluster.get("clusterqueue", queue).get("status") or {}
+    return sum(
+        int(resource.get("total", 0))
+        for flavor in status.get("flavorsUsage") or []
+        for resource in flavor.get("resources") or []
+        if resource["name"] == GPU
+    )
+
+
+def test_a_job_on_the_manager_is_dispatched_to_the_worker_with_room_and_admitted_there(
+    fleet: FleetUnderTest,
+) -> None:
+    """Kueue on the manager and on both workers: research's Job of 8 H100s, created on the
+    manager, is admitted there once quotaguard's fleet quota allows, dispatched by MultiKueue,
+    and admitted on west (east is full of research's pretraining) within the quota quotaguard
+    raised on west; a Job beyond research's fleet quota is admitted nowhere."""
+    running, serving = fleet
+    if not running.worker_kueue or running.start_multikueue() is None:
+        pytest.skip("Kueue controller not built (optional e2e.build step)")
+    manager, east, west = (running.clusters[name] for name in ("manager", *WORKERS))
+    # what the tests before left on the manager: research's Workload no Job owns, product's
+    # Jobs (no garbage collector runs there: their Workloads are deleted too, and MultiKueue
+    # deletes the copies on west)
+    manager.kubectl(
+        "delete", "workloads.kueue.x-k8s.io", "finetune", "-n", "research", "--ignore-not-found"
+    )
+    for job in ("eval", "eval-big"):
+        owned = workload_of_job(manager, job, "product")
+        manager.kubectl("delete", "job", job, "-n", "product", "--ignore-not-found", "--wait=false")
+        if owned is not None:
+            manager.kubectl(
+                "delete", "workloads.kueue.x-k8s.io", owned, "-n", "product", "--wait=false"
+            )
+    # the plan (not yet the quotas, which a break in writing them would leave elsewhere)
+    wait_until(
+        lambda: planned(serving) == {"east": (16, 0), "west": (0, 16), "manager": (16, 16)},
+        timeout=60,
+        what="the fleet's plan with only research's pretraining",
+    )
+    assert quotas(west)["research"] == 0
+    started = time.monotonic()
+    manager.create(batch_job("sweep", "research", pods=1))
+    sweep = wait_until(
+        lambda: workload_of_job(manager, "sweep"), timeout=30, what="sweep's Workload"
+    )
+    wait_until(
+        lambda: workload_conditions(west, sweep, "research").get("Admitted") == "True",
+        timeout=90,
+        what="sweep admitted by Kueue on west",
+    )
+    dispatched = time.monotonic() - started
+    assert quotas(west)["research"] == 8  # raised by quotaguard from 0: west had the room
+    wait_until(
+        lambda: gpus_in_use(west, "research") == 8, timeout=30, what="west counting sweep's 8"
+    )
+    on_manager = manager.get("workloads.kueue.x-k8s.io", sweep, namespace="research")
+    assert on_manager["status"]["clusterName"] == "west"
+    wait_until(
+        lambda: workload_conditions(manager, sweep, "research").get("Admitted") == "True",
+        timeout=30,
+        what="sweep admitted on the manager through west",
+    )
+    # MultiKueue removes the copy it created on east; west's Kueue starts the Job there
+    wait_until(lambda: not has_workload(east, sweep), timeout=30, what="no copy left on east")
+    wait_until(
+        lambda: west.get("job", "sweep", namespace="research")["spec"]["suspend"] is False,
+        timeout=30,
+        what="sweep's Job unsuspended on west",
+    )
+    print(f"[e2e] fleet: sweep admitted on west {dispatched:.1f}s after its Job", flush=True)
+
+    # 24 more H100s: research's demand (48) is over its fleet quota of 24 (32 less product's
+    # guarantee), which sweep and the pretraining fill
+    manager.create(batch_job("sweep-big", "research", pods=3))
+    big = wait_until(
+        lambda: workload_of_job(manager, "sweep-big"), timeout=30, what="sweep-big's Workload"
+    )
+    deadline = time.monotonic() + 10  # five of quotaguard's cycles
+    while time.monotonic() < deadline:
+        assert workload_conditions(manager, big, "research").get("QuotaReserved") != "True"
+        assert not has_workload(east, big) and not has_workload(west, big)
+        time.sleep(1)
+    assert quotas(manager) == {"research": 24, "product": 8}
+    assert quotas(west) == {"research": 8, "product": 8}
+    assert gpus_in_use(west, "research") == 8

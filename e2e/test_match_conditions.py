@@ -36,6 +36,7 @@ from quotaguard.webhook.registrations import (
     REQUESTS_NVIDIA,
     RESOURCES_CHANGED,
     RESOURCES_UNCHANGED,
+    configurations,
 )
 from tests.admission.builders import of_kind
 from tests.deploy.manifests import WEBHOOK, load_yaml
@@ -712,3 +713,57 @@ def test_claim_objects_are_sent_when_a_user_asks_for_devices(celcheck: Path) -> 
         assert outcome[webhook]["results"] == {
             n: sent for n, (p, _, _, sent) in CLAIM_OBJECTS.items() if p == plural
         }, webhook
+
+
+# ---- a policy's own resource names (`quotaguard registrations`) ------------------------------
+
+POLICY_NAMES = ("example.com/a100-slice", "example.org/fabric")
+SLICES = asking({"example.com/a100-slice": "4"})
+# a rewritten Pod re-applied: the plain GPU back next to the policy's own resource
+SLICES_REAPPLIED = asking({"example.com/a100-slice": "1", "nvidia.com/gpu": "1"})
+
+
+def first_conditions(names: tuple[str, ...]) -> dict[str, str]:
+    """Webhook name -> its first condition's expression, in registrations rendered for
+    `names`; the AppWrapper's (its components, all sent) and the claim objects' left out."""
+    return {
+        hook["name"]: hook["matchConditions"][0]["expression"]
+        for config in configurations(names)
+        for hook in config["webhooks"]
+        if hook["matchConditions"][0]["name"] in (REQUESTS_NVIDIA, PLAIN_GPU_NEXT_TO_ANOTHER)
+    }
+
+
+def test_the_api_server_compiles_every_condition_widened_for_a_policys_names(
+    celcheck: Path,
+) -> None:
+    widened = {
+        f"{hook['name']}/{condition['name']}": condition["expression"]
+        for config in configurations(POLICY_NAMES)
+        for hook in config["webhooks"]
+        for condition in hook["matchConditions"]
+    }
+    outcome = evaluate(celcheck, widened, {})
+    assert {name: result.get("error") for name, result in outcome.items()} == {
+        name: None for name in widened
+    }
+
+
+def test_a_policys_own_name_is_sent_by_the_widened_conditions_only(celcheck: Path) -> None:
+    template = {"spec": spec(SLICES, CPU)}
+    objects = {f"{kind.id.lower()}s": of_kind(kind.id, template) for kind in KINDS}
+    objects["pods-reapplied"] = {"spec": spec(SLICES_REAPPLIED)}
+
+    def sent(names: tuple[str, ...]) -> dict[str, bool]:
+        conditions = first_conditions(names)
+        outcome = evaluate(celcheck, conditions, objects)
+        return {
+            hook: outcome[hook]["results"]["pods-reapplied" if hook == POD_UPDATES else kind]
+            for hook in conditions
+            if (kind := kind_of(hook)) in objects
+        }
+
+    widened, default = sent(POLICY_NAMES), sent(())
+    assert len(widened) == 20 + 1 + 19 + 20 + 19 + 19
+    assert widened == {hook: True for hook in widened}
+    assert default == {hook: False for hook in default}

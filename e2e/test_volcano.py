@@ -213,3 +213,109 @@ def test_volcano_recommend_mode_writes_nothing(vcluster: Cluster, tmp_path: Path
         assert any(row["target"] != row["guaranteed"] for row in rows.values())
         assert resource_versions(cluster, QUEUES) == before
         assert thread.controller.status.written == 0
+
+
+DRA_TENANT = "vc-dra"
+DRA_NODE = "vc-dra-h100-0"
+DRA_POLICY = f"""\
+apiVersion: quotaguard.dev/v1alpha1
+kind: TenantPolicy
+metadata: {{name: volcano-dra-e2e}}
+spec:
+  backend: volcano
+  gpuClasses:
+    - name: h100
+      memory: 80Gi
+      dra: {{deviceClassName: gpu.nvidia.com}}
+  tenants:
+    - name: {DRA_TENANT}
+      namespaces: [{DRA_TENANT}]
+      queue: {DRA_TENANT}
+      quota: {{h100: {{guaranteed: 1, max: 8}}}}
+  rebalance: {{mode: apply, interval: 1s, maxStepPercent: 100, usableCapacityPercent: 100}}
+"""
+
+
+def claim_pod(name: str, group: str) -> dict[str, Any]:
+    """A pod of a Volcano PodGroup asking one GPU by a ResourceClaimTemplate only."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": name,
+            "namespace": DRA_TENANT,
+            "annotations": {"scheduling.k8s.io/group-name": group},
+        },
+        "spec": {
+            "schedulerName": "volcano",
+            "containers": [
+                {
+                    "name": "c",
+                    "image": "registry.example/train:1",
+                    "resources": {"claims": [{"name": "gpu"}]},
+                }
+            ],
+            "resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": "one-gpu"}],
+        },
+    }
+
+
+def test_volcano_podgroups_pods_asking_by_claims_are_demand(
+    vcluster: Cluster, tmp_path: Path
+) -> None:
+    """Volcano sums a PodGroup's minResources from container resources, not claims: the
+    group's GPUs asked through DRA come from its pods, and the Queue's deserved follows."""
+    from e2e import draslices
+    from e2e.cluster import gpu_node
+
+    cluster = vcluster
+    cluster.add_nodes(gpu_node(DRA_NODE, {}))
+    cluster.apply(draslices.device_classes())
+    cluster.apply(draslices.whole_gpus(DRA_NODE, 8))
+    cluster.create_namespace(DRA_TENANT)
+    template = {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaimTemplate",
+        "metadata": {"name": "one-gpu", "namespace": DRA_TENANT},
+        "spec": {
+            "spec": {
+                "devices": {
+                    "requests": [{"name": "gpu", "exactly": {"deviceClassName": "gpu.nvidia.com"}}]
+                }
+            }
+        },
+    }
+    cluster.apply([template])
+    cluster.create(
+        {
+            "apiVersion": "scheduling.volcano.sh/v1beta1",
+            "kind": "Queue",
+            "metadata": {"name": DRA_TENANT},
+            "spec": {"weight": 1, "reclaimable": True},
+        }
+    )
+    cluster.create(pod_group("train", DRA_TENANT, DRA_TENANT, {}))
+    for index in range(5):
+        cluster.create(claim_pod(f"train-{index}", "train"))
+    policy = tmp_path / "volcano-dra.yaml"
+    policy.write_text(DRA_POLICY)
+    resource = "deviceclass/gpu.nvidia.com"
+    with running_controller(
+        cluster, policy, identity="volcano-dra", lease_namespace="lease-volcano-dra"
+    ) as thread:
+
+        def fetch() -> dict[str, Any] | None:
+            report: dict[str, Any] | None = thread.controller.latest_report()
+            return report
+
+        def five_wanted(report: dict[str, Any]) -> bool:
+            row = report_rows(report).get((DRA_TENANT, "h100"))
+            return converged(report) and row is not None and row["pending"] == 5
+
+        busy = wait_for_report(fetch, five_wanted, timeout=60, what="5 GPUs asked by claims")
+        row = report_rows(busy)[(DRA_TENANT, "h100")]
+        assert (row["usage"], row["pending"]) == (0, 5)
+        assert row["reason"].endswith("demand 5")
+        spec = queues(cluster)[DRA_TENANT]["spec"]
+        assert amount(spec.get("deserved"), resource) == row["target"] >= 5
+        assert amount(spec.get("capability"), resource) == 8

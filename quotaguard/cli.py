@@ -16,7 +16,17 @@ from typing import Any, NoReturn
 
 from quotaguard import __version__
 
-VERBS = ("validate", "review", "test", "plan", "serve", "simulate", "trace", "certs")
+VERBS = (
+    "validate",
+    "review",
+    "test",
+    "plan",
+    "serve",
+    "simulate",
+    "trace",
+    "certs",
+    "registrations",
+)
 
 
 class UsageError(Exception):

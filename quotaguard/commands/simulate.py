@@ -11,7 +11,10 @@ from quotaguard.commands.showback_csv import write_showback_csv
 
 if TYPE_CHECKING:  # the verb's modules load when it runs, not when the CLI starts
     from quotaguard.policy.model import TenantPolicy
+    from quotaguard.simulate.fleet_report import FleetResult
     from quotaguard.simulate.placement import Scoring
+    from quotaguard.simulate.simulation import Simulation
+    from quotaguard.simulate.trace import Trace
 
 PROGRESS_MIN_WORKLOADS = 5000  # shorter traces finish before a bar would be worth drawing
 BAR_WIDTH = 30
@@ -154,6 +157,13 @@ def _inputs(args: argparse.Namespace) -> tuple[Any, Any] | int:
         for line in exc.problems:
             print(line, file=sys.stderr)
         return 2
+    if trace.clusters and policy.spec.backend != "kueue":
+        print(
+            f"{source_name(args.trace)}: the trace names clusters (a MultiKueue fleet); the "
+            f"policy's backend must be kueue, not {policy.spec.backend}",
+            file=sys.stderr,
+        )
+        return 2
     if args.gpu_metrics:
         trace = _without_faulty_gpus(policy, trace, args.gpu_metrics, source_name(args.gpu_metrics))
     return policy, trace
@@ -166,20 +176,20 @@ def _policy_scoring(policy: TenantPolicy) -> Scoring:
     return "MostAllocated" if packs and policy.spec.backend == "kueue" else "LeastAllocated"
 
 
-def run(args: argparse.Namespace) -> int:
+def _page(page: str, fleet: FleetResult | None) -> str:
+    return page if fleet is None else fleet.page(page)
+
+
+def _simulation(args: argparse.Namespace, policy: TenantPolicy, trace: Trace) -> Simulation:
+    """The simulation of every arm, with a progress bar on a terminal for a long trace."""
     from quotaguard.simulate.preemption import PRESETS
     from quotaguard.simulate.simulation import simulate
-    from quotaguard.simulate.simulation_report import render_text, result_json
 
-    read = _inputs(args)
-    if isinstance(read, int):
-        return read
-    policy, trace = read
     bar = None
     if not args.no_progress and sys.stderr.isatty() and trace.size >= PROGRESS_MIN_WORKLOADS:
         bar = ProgressBar(sys.stderr)
     try:
-        simulation = simulate(
+        return simulate(
             policy,
             trace,
             static_baseline=args.static,
@@ -191,25 +201,49 @@ def run(args: argparse.Namespace) -> int:
     finally:
         if bar is not None:
             bar.close()
+
+
+def _print(args: argparse.Namespace, simulation: Simulation, fleet: FleetResult | None) -> None:
+    from quotaguard.simulate.simulation_report import render_text, result_json
+
+    if args.output in ("json", "yaml"):
+        found = result_json(simulation)
+        if fleet is not None:
+            found["fleet"] = fleet.json()
+        sys.stdout.write(dump(found, args.output))
+    elif args.output == "html":
+        from quotaguard.simulate.simulation_page import render_html
+
+        sys.stdout.write(_page(render_html(simulation), fleet))
+    else:
+        sys.stdout.write(render_text(simulation))
+        if fleet is not None:
+            sys.stdout.write("\n".join(fleet.lines()) + "\n")
+        if args.html:
+            print(f"\nReport with charts: {args.html}")
+
+
+def run(args: argparse.Namespace) -> int:
+    read = _inputs(args)
+    if isinstance(read, int):
+        return read
+    policy, trace = read
+    simulation = _simulation(args, policy, trace)
+    fleet = None
+    if trace.clusters:
+        from quotaguard.simulate.fleet_report import simulate_fleet
+
+        fleet = simulate_fleet(simulation.setup, trace)
     if args.html:
         from quotaguard.simulate.simulation_page import render_html
 
         try:
             with open(args.html, "w", encoding="utf-8") as out:
-                out.write(render_html(simulation))
+                out.write(_page(render_html(simulation), fleet))
         except OSError as exc:
             print(f"{args.html}: cannot write: {exc.strerror or exc}", file=sys.stderr)
             return 2
-    if args.output in ("json", "yaml"):
-        sys.stdout.write(dump(result_json(simulation), args.output))
-    elif args.output == "html":
-        from quotaguard.simulate.simulation_page import render_html
-
-        sys.stdout.write(render_html(simulation))
-    else:
-        sys.stdout.write(render_text(simulation))
-        if args.html:
-            print(f"\nReport with charts: {args.html}")
+    _print(args, simulation, fleet)
     if args.showback_csv:
         return write_showback_csv(args.showback_csv, simulation.showback())
     return 0

@@ -49,6 +49,7 @@ from quotaguard.controller.node_layout_writes import NodeWrite, change_layouts
 from quotaguard.controller.queue_fanout import QueueFanout, QueueTarget, queue_api
 from quotaguard.controller.queue_writer import WriteOutcome
 from quotaguard.controller.quota_moves import QuotaMoves
+from quotaguard.controller.registration_reads import RegistrationsCheck
 from quotaguard.controller.settings import (
     ControllerSettings,
     ControllerStatus,
@@ -103,6 +104,7 @@ class Controller:
             (self.settings.gpu_operator_namespace, self.settings.kueue_namespace),
             self.settings.write_timeout,
         )
+        self._registrations = RegistrationsCheck(self.settings.write_timeout)
 
     # -- what others read --------------------------------------------------------------------
 
@@ -304,6 +306,7 @@ class Controller:
         """Read and plan: the policy with the operator's configs, and the interval's cycle."""
         settings = self.settings
         objects = [obj for watch in self.watches.values() for obj in watch.objects()]
+        await asyncio.to_thread(self._registrations.check, self.clients.custom, policy)
         policy = await asyncio.to_thread(self._overlays.apply, self.clients.core, policy)
         metrics = await asyncio.to_thread(
             gpu_metrics, settings.prometheus_url, settings.prometheus_timeout, policy, now

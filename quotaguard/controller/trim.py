@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from quotaguard.kube.dra import has_pod_claims
 from quotaguard.kube.names import GPU_PREFIXES, KUEUE_QUEUE_LABEL
 from quotaguard.kube.podspec import pod_gpus
 from quotaguard.kube.values import mapping as _map
@@ -99,7 +100,9 @@ def trim_node(obj: JsonObject) -> JsonObject:
 def pod_trimmer(gpu_resources: frozenset[str]) -> Callable[[JsonObject], JsonObject | None]:
     def trim_pod(obj: JsonObject) -> JsonObject | None:
         spec, status = _map(obj.get("spec")), _map(obj.get("status"))
-        if status.get("phase") in TERMINATED_PHASES or not pod_gpus(spec, gpu_resources):
+        if status.get("phase") in TERMINATED_PHASES:
+            return None
+        if not pod_gpus(spec, gpu_resources) and not has_pod_claims(spec):
             return None
         metadata = _metadata(obj)
         source = _map(obj.get("metadata"))
@@ -133,8 +136,11 @@ def pod_trimmer(gpu_resources: frozenset[str]) -> Callable[[JsonObject], JsonObj
 
 
 def pod_line_filter(gpu_resources: frozenset[str]) -> Callable[[bytes], bool]:
-    """A watch line can only be a GPU pod when it names a GPU resource somewhere."""
-    needles = tuple({name.encode() for name in gpu_resources | set(GPU_PREFIXES)})
+    """A watch line can only be a GPU pod when it names a GPU resource somewhere or has DRA
+    claims (whose GPUs `quotaguard.quota.drademand` counts)."""
+    needles = tuple(
+        {name.encode() for name in gpu_resources | set(GPU_PREFIXES)} | {b'"resourceClaims"'}
+    )
 
     def may_hold_gpus(line: bytes) -> bool:
         return any(needle in line for needle in needles)

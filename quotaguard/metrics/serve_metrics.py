@@ -45,6 +45,15 @@ POLICY_GENERATION: Final = gauge(
     "Generation of the policy in force: 1 after the first load, +1 on every accepted change.",
 )
 
+# -- webhook registrations -----------------------------------------------------------------------
+REGISTRATIONS_UNSENT: Final = gauge(
+    "quotaguard_registrations_unsent_resource_names",
+    "1 for each resource name the policy governs that the webhook registrations in the cluster "
+    "do not send (a pod asking only for it is neither queued nor checked); checked by the "
+    "controller each interval.",
+    ["resource"],
+)
+
 # -- serving certificate -------------------------------------------------------------------------
 TLS_RELOADS: Final = counter(
     "quotaguard_tls_certificate_reloads",

@@ -6,13 +6,10 @@ rejected some field: the user sees every problem in one pass.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterator, Mapping
 from typing import Any
 
 from quotaguard.kube.names import (
-    ACCELERATOR_PATTERN,
-    DRA_EXTENDED_RESOURCE_PREFIX,
     GPU_RESOURCE,
     MIG_PREFIX,
 )
@@ -27,10 +24,8 @@ from quotaguard.policy.kueue_dra import check_kueue_resources
 from quotaguard.policy.listchecks import check_lists
 from quotaguard.policy.model import BEST_FIT, DEFAULT_EXEMPT
 from quotaguard.policy.problems import Problem
+from quotaguard.policy.sent_names import HOW_TO_SEND, sent_by_default
 from quotaguard.policy.showbackchecks import check_showback
-
-_ACCELERATOR = re.compile(ACCELERATOR_PATTERN)
-
 
 _DEFAULT_SCHEDULERS = ("default-scheduler",)
 
@@ -167,23 +162,15 @@ def _gpu_class(
         )
     if isinstance(resource, str) and resource.startswith(MIG_PREFIX):
         yield from _mig_profile(path, gpu_class)
-    if isinstance(resource, str) and not _sent(resource):
+    if isinstance(resource, str) and not sent_by_default(resource):
         yield Problem(
             (*path, "resource"),
-            f"the webhook registrations in webhook/ send a pod to quotaguard only when it "
-            f"names an nvidia.com/ resource or one whose name looks like an accelerator "
-            f"(gpu, tpu, neuron, gaudi, ...); pods asking for {resource!r} alone are neither "
-            "rewritten nor checked unless their matchConditions are widened",
+            "the default webhook registrations send a pod to quotaguard only when it names "
+            "an nvidia.com/ resource or one whose name looks like an accelerator (gpu, tpu, "
+            f"neuron, gaudi, ...); pods asking for {resource!r} alone are neither rewritten "
+            f"nor checked unless the registrations send it: {HOW_TO_SEND}",
             "warning",
         )
-
-
-def _sent(resource: str) -> bool:
-    """Whether the shipped matchConditions send a pod asking for `resource`."""
-    return (
-        resource.startswith(("nvidia.com/", DRA_EXTENDED_RESOURCE_PREFIX))
-        or _ACCELERATOR.search(resource) is not None
-    )
 
 
 def _shared_resources(

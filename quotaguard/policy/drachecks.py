@@ -12,12 +12,12 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from quotaguard.kube.cel import Condition, Selection, qualified, read_selector
-from quotaguard.kube.names import ACCELERATOR_PATTERN, DRA_EXTENDED_RESOURCE_PREFIX
+from quotaguard.kube.names import DRA_EXTENDED_RESOURCE_PREFIX
 from quotaguard.kube.values import mapping
 from quotaguard.policy.model import RESOURCE_NAME
 from quotaguard.policy.problems import Problem
+from quotaguard.policy.sent_names import HOW_TO_SEND, sent_by_default
 
-_ACCELERATOR = re.compile(ACCELERATOR_PATTERN)
 _RESOURCE_NAME = re.compile(RESOURCE_NAME)  # the schema reports a name that is none
 _READABLE = (
     'a conjunction (&&) of device.attributes["<domain>"].<name> == <value> (or in [...]) '
@@ -145,13 +145,13 @@ def _served_names(classes: list[tuple[int, Mapping[str, Any]]]) -> Iterator[Prob
                     f"class's {device_class!r}: write {implicit!r}",
                 )
             continue
-        if _RESOURCE_NAME.match(served) and not _sent(served):
+        if _RESOURCE_NAME.match(served) and not sent_by_default(served):
             yield Problem(
                 where,
-                "the webhook registrations in webhook/ send a pod to quotaguard only when it "
+                "the default webhook registrations send a pod to quotaguard only when it "
                 "names an nvidia.com/, deviceclass.resource.kubernetes.io/ or accelerator-like "
                 f"resource; pods asking for {served!r} alone are neither rewritten nor checked "
-                f"unless their matchConditions are widened (or use {implicit!r})",
+                f"unless the registrations send it (or use {implicit!r}): {HOW_TO_SEND}",
                 "warning",
             )
         earlier_name = by_class.setdefault(device_class, served)
@@ -168,14 +168,6 @@ def _served_names(classes: list[tuple[int, Mapping[str, Any]]]) -> Iterator[Prob
                 f"{served!r} is already the extendedResourceName of DeviceClass "
                 f"{earlier_class!r}; the API server serves a name from one DeviceClass only",
             )
-
-
-def _sent(resource: str) -> bool:
-    """Whether the shipped matchConditions send a pod asking for `resource`."""
-    return (
-        resource.startswith(("nvidia.com/", DRA_EXTENDED_RESOURCE_PREFIX))
-        or _ACCELERATOR.search(resource) is not None
-    )
 
 
 def _rewrite_targets(

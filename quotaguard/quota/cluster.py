@@ -68,6 +68,7 @@ class Pod:
     owner: str | None
     node_selector: Mapping[str, str]
     gpus: Mapping[str, int]
+    claims: tuple[PodClaim, ...] = ()  # DRA: quotaguard.quota.drademand counts them
 
     @property
     def active(self) -> bool:
@@ -329,6 +330,7 @@ class _Reader:
             owner=owner,
             node_selector=_labels(spec.get("nodeSelector")),
             gpus=pod_gpus(spec, self.gpu_resources),
+            claims=pod_claims(spec),
         )
 
     def workload(self, item: Mapping[str, Any], name: str, namespace: str) -> Workload:
@@ -502,7 +504,7 @@ def parse_objects(
             problems = tuple(reader.problems[before:])
         if memo is not None:
             kept[id(item)] = (item, parsed, problems)
-        if parsed is None or (isinstance(parsed, Pod) and not parsed.gpus):
+        if parsed is None or (isinstance(parsed, Pod) and not parsed.gpus and not parsed.claims):
             continue
         found.setdefault(type(parsed), []).append(parsed)
     if memo is not None:

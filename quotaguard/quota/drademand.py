@@ -1,7 +1,12 @@
-"""Demand for GPUs asked through DRA claims, from Kueue Workloads' pod sets.
+"""Demand for GPUs asked through DRA claims: of Kueue Workloads' pod sets, and of the Pods of
+tenants without Workloads (Volcano PodGroups' pods, plain Pods), as `quota.demand` reads
+resources from the first source a tenant has.
 
 A pod set's claims name ResourceClaimTemplates (a claim per pod: counted `count` times) or
-ResourceClaims (shared: counted once per Workload). Each request counts for the first class
+ResourceClaims (shared: counted once per Workload); a Pod's, a template once per Pod and a
+ResourceClaim once however many Pods share it (usage while any of them is bound). Volcano
+counts a PodGroup's `minResources` from its pods' container resources, not their claims, so a
+group's claims are counted from its pods. Each request counts for the first class
 (policy order) its DeviceClass and selectors may get; a `firstAvailable` request for its first
 subrequest the policy covers (the scheduler's preference); `allocationMode: All` for the
 class's `dra.maxDevicesPerNode`, or not at all without it. Templates and claims come from the
@@ -14,13 +19,13 @@ already counts it, the claims are not counted again.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 
-from quotaguard.kube.dra import ALL, ClaimSpec, DeviceChoice, DraObjects, dra_objects
+from quotaguard.kube.dra import ALL, ClaimSpec, DeviceChoice, DraObjects, PodClaim, dra_objects
 from quotaguard.policy.dra_classes import classes_for_request
 from quotaguard.policy.model import GpuClass, TenantPolicy
-from quotaguard.quota.cluster import ClusterSnapshot, PodSet, Workload
+from quotaguard.quota.cluster import ClusterSnapshot, Pod, PodSet, Workload
 from quotaguard.quota.demand import ClassDemand
 
 
@@ -74,12 +79,82 @@ def dra_demand(policy: TenantPolicy, snapshot: ClusterSnapshot) -> DraDemand:
         target = usage if workload.holds_quota else pending
         for name, units in _workload_units(policy, workload, lookup, problems).items():
             target[tenant.name, name] = target.get((tenant.name, name), 0) + units
+    _pods_claims(policy, snapshot, lookup, usage, pending, problems)
     demand: dict[str, dict[str, ClassDemand]] = {}
     for owner, name in sorted(usage.keys() | pending.keys()):
         demand.setdefault(owner, {})[name] = ClassDemand(
             usage.get((owner, name), 0), pending.get((owner, name), 0)
         )
     return DraDemand(demand, tuple(problems))
+
+
+def _tenants_with_workloads(policy: TenantPolicy, snapshot: ClusterSnapshot) -> set[str]:
+    """Tenants whose demand `quota.demand` reads from Workloads: their Pods are not counted."""
+    found: set[str] = set()
+    for workload in snapshot.workloads:
+        if workload.finished or policy.exempt(workload.namespace):
+            continue
+        queue = workload.cluster_queue if workload.holds_quota else None
+        tenant = (policy.tenant_of_queue(queue) if queue else None) or policy.tenant_of(
+            workload.namespace
+        )
+        if tenant is not None:
+            found.add(tenant.name)
+    return found
+
+
+def _pods_claims(
+    policy: TenantPolicy,
+    snapshot: ClusterSnapshot,
+    lookup: DraObjects,
+    usage: dict[tuple[str, str], int],
+    pending: dict[tuple[str, str], int],
+    problems: list[str],
+) -> None:
+    """Tally the claims of active Pods of tenants without Workloads."""
+    with_workloads = _tenants_with_workloads(policy, snapshot)
+    # a shared ResourceClaim: (namespace, name) -> (tenant, units, held by a bound pod)
+    shared: dict[tuple[str, str], tuple[str, dict[str, int], bool]] = {}
+    for pod in snapshot.pods:
+        if not pod.claims or not pod.active or policy.exempt(pod.namespace):
+            continue
+        tenant = policy.tenant_of(pod.namespace)
+        if tenant is None or tenant.name in with_workloads:
+            continue
+        target = usage if pod.bound else pending
+        for claim, units in _pod_claim_units(policy, pod, lookup, problems):
+            if claim.claim_name is None:
+                _add(target, tenant.name, units)
+                continue
+            key = (pod.namespace, claim.claim_name)
+            _, _, bound = shared.get(key, (tenant.name, units, False))
+            shared[key] = (tenant.name, units, bound or pod.bound)
+    for owner, units, bound in shared.values():
+        _add(usage if bound else pending, owner, units)
+
+
+def _pod_claim_units(
+    policy: TenantPolicy, pod: Pod, lookup: DraObjects, problems: list[str]
+) -> Iterator[tuple[PodClaim, dict[str, int]]]:
+    """Each claim of `pod` the snapshot resolves, with the devices per class it takes."""
+    for claim in pod.claims:
+        if claim.claim_name is not None:
+            spec = lookup.claim(pod.namespace, claim.claim_name)
+        else:
+            assert claim.template_name is not None
+            spec = lookup.template(pod.namespace, claim.template_name)
+        if spec is None:
+            problems.append(
+                f"Pod {pod.namespace}/{pod.name}: {claim.source} is not in the snapshot; "
+                "its GPUs are not counted"
+            )
+            continue
+        yield claim, claim_units(policy, spec)
+
+
+def _add(target: dict[tuple[str, str], int], tenant: str, units: Mapping[str, int]) -> None:
+    for name, count in units.items():
+        target[tenant, name] = target.get((tenant, name), 0) + count
 
 
 def _workload_units(

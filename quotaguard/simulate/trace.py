@@ -45,6 +45,9 @@ starts over.
 
 `dra: true` and `draObjects` (the claims' templates and DeviceClasses): see `trace_dra`.
 
+`clusters` (a MultiKueue fleet's workers, instead of `nodes`) and a workload's `cluster`: see
+`fleet_trace`.
+
 Times are seconds or Go-style durations (`90s`, `2h`). Every problem of a trace is reported at
 once as FILE:LINE:COLUMN. The common case (a valid trace) is read with the fast C YAML loader;
 only when something is wrong is the file read again with line numbers to place the problems.
@@ -67,12 +70,19 @@ from quotaguard.kube.documents import (
     source_name,
 )
 from quotaguard.kube.dra import NO_DRA_OBJECTS, DraObjects
-from quotaguard.kube.quantity import QuantityError, parse_duration, parse_quantity
+from quotaguard.kube.quantity import QuantityError, parse_quantity
 from quotaguard.policy.migconfig import MigConfig, parse_mig_configs
 from quotaguard.policy.problems import Path as FieldPath
 from quotaguard.policy.problems import format_path
 from quotaguard.quota.cluster import Node, Pod, SnapshotError, load_snapshot
 from quotaguard.simulate.devices import DeviceError, TimeSlicing, node_offer, parse_plugin_configs
+from quotaguard.simulate.fleet_trace import (
+    TraceCluster,
+    check_workload_clusters,
+    fleet_nodes,
+    read_clusters,
+)
+from quotaguard.simulate.trace_checker import TraceChecker
 from quotaguard.simulate.trace_dra import read_dra_flag, read_dra_objects
 
 TOP_FIELDS = frozenset(
@@ -86,6 +96,7 @@ TOP_FIELDS = frozenset(
         "migConfig",
         "devicePluginConfigs",
         "draObjects",
+        "clusters",
     }
 )
 NODE_FIELDS = frozenset(
@@ -104,6 +115,7 @@ WORKLOAD_FIELDS = frozenset(
         "checkpointEvery",
         "uses",
         "dra",
+        "cluster",
     }
 )
 MAX_NODES = 100_000
@@ -137,6 +149,7 @@ class TraceWorkload:
     checkpoint_every: float | None = None  # seconds; None: an evicted run starts over
     uses: float = 1.0  # share of the GPUs asked for as written that it keeps busy
     dra: bool = False  # `dra: true`: its GPUs come through DRA (see trace_dra)
+    cluster: str | None = None  # a fleet trace's worker it is created on (None: the manager)
 
     def arrival_times(self) -> Iterator[float]:
         for copy in range(self.count):
@@ -153,6 +166,7 @@ class Trace:
     horizon: float | None = None
     description: str | None = None
     dra_objects: DraObjects = NO_DRA_OBJECTS  # what the workloads' claims name
+    clusters: tuple[TraceCluster, ...] = ()  # a fleet's workers (fleet_trace); nodes: all theirs
 
     @property
     def size(self) -> int:
@@ -169,71 +183,6 @@ class Trace:
         return last + longest
 
 
-class _Checker:
-    """Reads the plain document and collects (field path, message) problems."""
-
-    def __init__(self) -> None:
-        # (field path, message, whether to point at the key rather than its value)
-        self.problems: list[tuple[FieldPath, str, bool]] = []
-
-    def problem(self, path: FieldPath, message: str, *, at_key: bool = False) -> None:
-        self.problems.append((path, message, at_key))
-
-    def mapping(self, value: object, path: FieldPath, what: str) -> Mapping[str, Any] | None:
-        if isinstance(value, Mapping):
-            return value
-        self.problem(path, f"{what} must be a mapping, not {_kind(value)}")
-        return None
-
-    def unknown(self, value: Mapping[str, Any], allowed: frozenset[str], path: FieldPath) -> None:
-        for key in value:
-            if key not in allowed:
-                self.problem(
-                    (*path, str(key)),
-                    f"unknown field {key!r}; allowed: {', '.join(sorted(allowed))}",
-                    at_key=True,
-                )
-
-    def seconds(
-        self, value: object, path: FieldPath, *, positive: bool, default: float | None = None
-    ) -> float | None:
-        if value is None:
-            if default is None:
-                self.problem(path, "required field is missing")
-            return default
-        try:
-            seconds = parse_duration(value)
-        except QuantityError:
-            self.problem(path, f"must be seconds or a duration such as 90s or 2h, not {value!r}")
-            return None
-        if seconds < 0 or (positive and seconds == 0):
-            self.problem(path, "must be positive" if positive else "must not be negative")
-            return None
-        return seconds
-
-    def string_map(self, value: object, path: FieldPath) -> dict[str, str]:
-        found = self.mapping(value, path, str(path[-1]) if path else "value")
-        if found is None:
-            return {}
-        result = {}
-        for key, item in found.items():
-            if isinstance(item, str | int | float | bool):
-                result[str(key)] = str(item).lower() if isinstance(item, bool) else str(item)
-            else:
-                self.problem((*path, str(key)), f"must be a string, not {_kind(item)}")
-        return result
-
-
-def _kind(value: object) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, Mapping):
-        return "a mapping"
-    if isinstance(value, list):
-        return "a list"
-    return type(value).__name__
-
-
 @dataclass(frozen=True, slots=True)
 class _Devices:
     """The trace's MIG and device plugin configs, to resolve nodes given by `gpus`."""
@@ -242,7 +191,7 @@ class _Devices:
     plugin: Mapping[str, TimeSlicing]
 
 
-def _allocatable(check: _Checker, node: Mapping[str, Any], path: FieldPath) -> dict[str, int]:
+def _allocatable(check: TraceChecker, node: Mapping[str, Any], path: FieldPath) -> dict[str, int]:
     allocatable: dict[str, int] = {}
     found = check.mapping(node.get("allocatable", {}), (*path, "allocatable"), "allocatable")
     for resource, amount in (found or {}).items():
@@ -262,7 +211,7 @@ def _allocatable(check: _Checker, node: Mapping[str, Any], path: FieldPath) -> d
     return allocatable
 
 
-def _taints(check: _Checker, node: Mapping[str, Any], path: FieldPath) -> tuple[str, ...]:
+def _taints(check: TraceChecker, node: Mapping[str, Any], path: FieldPath) -> tuple[str, ...]:
     taints: list[str] = []
     raw_taints = node.get("taints", [])
     if not isinstance(raw_taints, list):
@@ -277,7 +226,7 @@ def _taints(check: _Checker, node: Mapping[str, Any], path: FieldPath) -> tuple[
     return tuple(taints)
 
 
-def _flags(check: _Checker, node: Mapping[str, Any], path: FieldPath) -> dict[str, bool]:
+def _flags(check: TraceChecker, node: Mapping[str, Any], path: FieldPath) -> dict[str, bool]:
     flags: dict[str, bool] = {}
     for flag, default in (("ready", True), ("unschedulable", False)):
         setting = node.get(flag, default)
@@ -289,7 +238,7 @@ def _flags(check: _Checker, node: Mapping[str, Any], path: FieldPath) -> dict[st
 
 
 def _gpu_offer(
-    check: _Checker,
+    check: TraceChecker,
     node: Mapping[str, Any],
     path: FieldPath,
     labels: Mapping[str, str],
@@ -316,7 +265,7 @@ def _gpu_offer(
         return {}
 
 
-def _node(check: _Checker, raw: object, index: int, devices: _Devices) -> list[Node]:
+def _node(check: TraceChecker, raw: object, index: int, devices: _Devices) -> list[Node]:
     path: FieldPath = ("nodes", index)
     node = check.mapping(raw, path, "a node")
     if node is None:
@@ -349,7 +298,7 @@ def _node(check: _Checker, raw: object, index: int, devices: _Devices) -> list[N
     ]
 
 
-def _devices(check: _Checker, top: Mapping[str, Any]) -> _Devices:
+def _devices(check: TraceChecker, top: Mapping[str, Any]) -> _Devices:
     mig: dict[str, MigConfig] = {}
     if top.get("migConfig") is not None:
         mig, problems = parse_mig_configs(top["migConfig"], ("migConfig",))
@@ -363,14 +312,14 @@ def _devices(check: _Checker, top: Mapping[str, Any]) -> _Devices:
     return _Devices(mig, plugin)
 
 
-def _share(check: _Checker, value: object, path: FieldPath) -> float:
+def _share(check: TraceChecker, value: object, path: FieldPath) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= 1:
         check.problem(path, f"must be a share from 0 to 1, not {value!r}")
         return 1.0
     return float(value)
 
 
-def _check_workload_fields(check: _Checker, entry: Mapping[str, Any], path: FieldPath) -> None:
+def _check_workload_fields(check: TraceChecker, entry: Mapping[str, Any], path: FieldPath) -> None:
     """namespace, count, pod, name and priority of a workload, in that order."""
     namespace = entry.get("namespace")
     if not isinstance(namespace, str) or not namespace:
@@ -396,7 +345,7 @@ def _check_workload_fields(check: _Checker, entry: Mapping[str, Any], path: Fiel
         check.problem((*path, "priority"), f"must be a whole number (int32), not {priority!r}")
 
 
-def _workload(check: _Checker, raw: object, index: int) -> TraceWorkload | None:
+def _workload(check: TraceChecker, raw: object, index: int) -> TraceWorkload | None:
     path: FieldPath = ("workloads", index)
     entry = check.mapping(raw, path, "a workload")
     if entry is None:
@@ -431,11 +380,16 @@ def _workload(check: _Checker, raw: object, index: int) -> TraceWorkload | None:
         checkpoint_every=checkpoint_every,
         uses=uses,
         dra=dra,
+        cluster=entry["cluster"] if isinstance(entry.get("cluster"), str) else None,
     )
 
 
 def _cluster(
-    check: _Checker, top: Mapping[str, Any], source: str, gpu_resources: frozenset[str]
+    check: TraceChecker,
+    top: Mapping[str, Any],
+    source: str,
+    gpu_resources: frozenset[str],
+    devices: _Devices | None = None,
 ) -> tuple[list[Node], tuple[Pod, ...]]:
     """The trace's nodes (and a snapshot's pods): listed in the trace or read from a snapshot
     file next to it, exactly one of the two."""
@@ -445,7 +399,7 @@ def _cluster(
     elif not has_nodes and snapshot is None:
         check.problem((), "a trace needs nodes (a list) or snapshot (a file)")
     if has_nodes:
-        return _listed_nodes(check, top), ()
+        return _listed_nodes(check, top, devices), ()
     if isinstance(snapshot, str) and snapshot:
         return _snapshot(check, Path(source).parent / snapshot, gpu_resources)
     if snapshot is not None:
@@ -453,12 +407,14 @@ def _cluster(
     return [], ()
 
 
-def _listed_nodes(check: _Checker, top: Mapping[str, Any]) -> list[Node]:
+def _listed_nodes(
+    check: TraceChecker, top: Mapping[str, Any], devices: _Devices | None = None
+) -> list[Node]:
     raw_nodes = top.get("nodes")
     if not isinstance(raw_nodes, list) or not raw_nodes:
         check.problem(("nodes",), "must be a non-empty list of nodes")
         return []
-    devices = _devices(check, top)
+    devices = devices or _devices(check, top)
     nodes: list[Node] = []
     for index, raw in enumerate(raw_nodes):
         nodes.extend(_node(check, raw, index, devices))
@@ -471,7 +427,7 @@ def _listed_nodes(check: _Checker, top: Mapping[str, Any]) -> list[Node]:
 
 
 def _snapshot(
-    check: _Checker, path: Path, gpu_resources: frozenset[str]
+    check: TraceChecker, path: Path, gpu_resources: frozenset[str]
 ) -> tuple[list[Node], tuple[Pod, ...]]:
     """The nodes and pods of a snapshot file (the one read a trace parse makes)."""
     try:
@@ -482,7 +438,7 @@ def _snapshot(
     return list(cluster.nodes), cluster.pods
 
 
-def _workloads(check: _Checker, raw_workloads: object) -> list[TraceWorkload]:
+def _workloads(check: TraceChecker, raw_workloads: object) -> list[TraceWorkload]:
     if not isinstance(raw_workloads, list) or not raw_workloads:
         check.problem(("workloads",), "must be a non-empty list of workloads")
         return []
@@ -501,7 +457,7 @@ def parse_trace(
     gpu_resources: frozenset[str] = frozenset(),
 ) -> tuple[Trace | None, list[tuple[FieldPath, str, bool]]]:
     """The trace of a plain document, and every (field path, message, at key) problem."""
-    check = _Checker()
+    check = TraceChecker()
     top = check.mapping(document, (), "a trace")
     if top is None:
         return None, check.problems
@@ -509,20 +465,31 @@ def parse_trace(
     horizon = None
     if top.get("horizon") is not None:
         horizon = check.seconds(top.get("horizon"), ("horizon",), positive=True)
-    nodes, pods = _cluster(check, top, source, gpu_resources)
+    clusters: tuple[TraceCluster, ...] = ()
+    if "clusters" in top:
+        devices = _devices(check, top)
+        clusters = read_clusters(
+            check, top, lambda entry, own: _cluster(own, entry, source, gpu_resources, devices)
+        )
+        nodes, pods = fleet_nodes(clusters)
+    else:
+        listed, pods = _cluster(check, top, source, gpu_resources)
+        nodes = tuple(listed)
     workloads = _workloads(check, top.get("workloads"))
+    check_workload_clusters(check, top.get("workloads"), clusters)
     claimed = read_dra_objects(top, check.problem)
     description = top.get("description")
     if check.problems:
         return None, check.problems
     trace = Trace(
         source=source,
-        nodes=tuple(nodes),
+        nodes=nodes,
         pods=pods,
         workloads=tuple(workloads),
         horizon=horizon,
         description=description if isinstance(description, str) else None,
         dra_objects=claimed,
+        clusters=clusters,
     )
     return trace, []
 

@@ -12,7 +12,7 @@ decision already made (`decided_pod_expression`).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any, Literal
 
 import yaml
@@ -23,10 +23,15 @@ from quotaguard.kube.dra import RESOURCE_GROUP as DRA_GROUP
 from quotaguard.kube.kinds import BY_ID, KINDS, OWNER_KINDS, Kind, Step, parse_path
 from quotaguard.kube.names import (
     ACCELERATOR_PATTERN,
-    DRA_EXTENDED_RESOURCE_PREFIX,
     KAI_SHARE_ANNOTATIONS,
     KUEUE_ADMISSION_GATE,
     KUEUE_QUEUE_LABEL,
+)
+from quotaguard.policy.sent_names import NAME_CHECK_HEAD
+from quotaguard.webhook.name_widening import (
+    ANOTHER_NVIDIA_RESOURCE,
+    checked_names,
+    widened_configuration,
 )
 from quotaguard.webhook.registration_headers import (
     GENERATED,
@@ -34,6 +39,7 @@ from quotaguard.webhook.registration_headers import (
     PILOT_HEADER,
     VALIDATING_HEADER,
     VALIDATING_RESOURCES_HEADER,
+    generated_for,
 )
 from quotaguard.webhook.update_conditions import (
     resources_changed_expression,
@@ -80,15 +86,11 @@ RESOURCES_UNCHANGED = "container-resources-unchanged"
 # nvidia.com/ resource (HAMi's too), any a DRA DeviceClass serves implicitly
 # (deviceclass.resource.kubernetes.io/mig.nvidia.com), and any whose name looks like an
 # accelerator.
-_GPU_NAME = (
-    f"name.startsWith('nvidia.com/') || name.startsWith('{DRA_EXTENDED_RESOURCE_PREFIX}')"
-    f" || name.contains('/') && name.matches('{ACCELERATOR_PATTERN}')"
-)
+_GPU_NAME = f"{NAME_CHECK_HEAD} || name.contains('/') && name.matches('{ACCELERATOR_PATTERN}')"
 _ANY_NVIDIA = f"c.resources[section].exists(name, {_GPU_NAME})"
 _PLAIN_NEXT_TO_ANOTHER = (
     "'nvidia.com/gpu' in c.resources[section]\n"
-    "&& c.resources[section].exists(name, name != 'nvidia.com/gpu'"
-    " && name.startsWith('nvidia.com/'))"
+    f"&& c.resources[section].exists(name, {ANOTHER_NVIDIA_RESOURCE})"
 )
 
 
@@ -500,9 +502,12 @@ def resources_configuration() -> Manifest:
     )
 
 
-def configurations() -> list[Manifest]:
-    """Every webhook configuration quotaguard registers, in the order they are written."""
-    return [configuration("mutate"), configuration("validate"), resources_configuration()]
+def configurations(extra_names: Iterable[str] = ()) -> list[Manifest]:
+    """Every webhook configuration quotaguard registers, in the order they are written; with
+    `extra_names` (ExtraNameError when one is not a resource name) they send those too."""
+    names = checked_names(extra_names)
+    built = [configuration("mutate"), configuration("validate"), resources_configuration()]
+    return [widened_configuration(config, names) for config in built] if names else built
 
 
 def pilot_patches() -> list[Manifest]:
@@ -568,8 +573,15 @@ def _dump(documents: list[Manifest]) -> str:
     return yaml.dump_all(documents, Dumper=_Dumper, sort_keys=False, width=200)
 
 
-def render() -> dict[str, str]:
-    """Repository path -> text of every generated file."""
-    files = {path: GENERATED + header + _dump([build()]) for path, (build, header) in FILES.items()}
+def render(extra_names: Iterable[str] = ()) -> dict[str, str]:
+    """Repository path -> text of every generated file; with `extra_names` (a policy's names
+    beyond the default ones, `quotaguard registrations`) the webhook configurations send those
+    too (the pilot's patches name only webhooks: the same either way)."""
+    names = checked_names(extra_names)
+    generated = GENERATED if not names else generated_for(names)
+    files = {
+        path: generated + header + _dump([widened_configuration(build(), names)])
+        for path, (build, header) in FILES.items()
+    }
     files[PILOT_FILE] = GENERATED + PILOT_HEADER + _dump(pilot_patches())
     return files

@@ -20,6 +20,7 @@ from quotaguard.kube.kinds import KINDS
 from quotaguard.policy.fungibility import flavor_order
 from quotaguard.policy.kueue_dra import device_class_mappings
 from quotaguard.policy.loader import load_policy_file, load_policy_text
+from quotaguard.policy.sent_names import REGISTRATIONS
 from quotaguard.reports.report_routes import report_routes
 from quotaguard.serve.plain_http import build_http_app
 from quotaguard.serve.policystore import PolicyStore
@@ -171,6 +172,7 @@ def test_controller_may_read_the_cluster_and_write_only_queues_and_node_layouts(
 ) -> None:
     role = one(build, "ClusterRole", "quotaguard-controller")
     read = {"get", "list", "watch"}
+    kinds = ("mutating", "validating")
     expected = (
         {("", r, v) for r in ("nodes", "pods") for v in read}
         | {("", "nodes", "patch")}  # cordon and relabel for spec.geometry, never evict
@@ -179,9 +181,18 @@ def test_controller_may_read_the_cluster_and_write_only_queues_and_node_layouts(
         | {("scheduling.volcano.sh", "podgroups", v) for v in read}
         | {("scheduling.volcano.sh", "queues", v) for v in read | {"update", "patch"}}
         | {("", "events", v) for v in ("create", "patch")}
+        | {("admissionregistration.k8s.io", f"{k}webhookconfigurations", "get") for k in kinds}
     )
     assert grants(role) == expected
-    assert not any(rule.get("resourceNames") for rule in role["rules"])
+    # only quotaguard's own webhook configurations (policy/sent_names.REGISTRATIONS)
+    named = {
+        (resource, name)
+        for rule in role["rules"]
+        for resource in rule["resources"]
+        for name in rule.get("resourceNames", ())
+    }
+    assert named == set(REGISTRATIONS)
+    assert all(rule["verbs"] == ["get"] for rule in role["rules"] if rule.get("resourceNames"))
 
 
 def test_controller_leader_election_is_one_named_lease_in_its_namespace(

@@ -186,7 +186,9 @@ def test_classes_sharing_a_resource_need_node_selectors() -> None:
         ),
         (
             ("resource: nvidia.com/gpu.shared", "resource: example.com/widget"),
-            "pods asking for 'example.com/widget' alone are neither rewritten nor checked",
+            "pods asking for 'example.com/widget' alone are neither rewritten nor checked "
+            "unless the registrations send it: render the registrations for this policy: "
+            "`quotaguard registrations --policy FILE --out-dir DIR`",
         ),
     ],
 )

@@ -200,3 +200,78 @@ def test_plan_snapshot_counts_resource_slices(
     assert code == 0, report
     rows = {row["name"]: row for row in report["classes"]}
     assert rows["h100"]["capacity"] == 1 and rows["a100"]["capacity"] == 1
+
+
+def pod(
+    name: str, claims: list[dict[str, str]], *, node: str | None, group: str | None = None
+) -> dict[str, Any]:
+    metadata: dict[str, Any] = {"name": name, "namespace": "research"}
+    if group is not None:
+        metadata["annotations"] = {"scheduling.k8s.io/group-name": group}
+    spec: dict[str, Any] = {
+        "containers": [
+            {"name": "c", "resources": {"claims": [{"name": c["name"]} for c in claims]}}
+        ],
+        "resourceClaims": claims,
+    }
+    if node is not None:
+        spec["nodeName"] = node
+    phase = "Running" if node is not None else "Pending"
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": metadata,
+        "spec": spec,
+        "status": {"phase": phase},
+    }
+
+
+def test_pods_claims_are_demand_when_the_tenant_has_no_workloads() -> None:
+    """Volcano PodGroups' pods and plain Pods ask for GPUs by claims too: a template per pod,
+    a shared ResourceClaim once (usage while any of its pods runs)."""
+    tenants = policy([{"name": "research"}], classes=CLASSES)
+    own = [{"name": "g", "resourceClaimTemplateName": "mig-1g"}]
+    shared = [{"name": "g", "resourceClaimName": "shared-mig"}]
+    objects = [
+        *load("claims.yaml"),
+        pod("a-0", own, node="node-1", group="a"),
+        pod("a-1", own, node=None, group="a"),
+        pod("a-2", own, node=None, group="a"),
+        pod("s-0", shared, node="node-1"),
+        pod("s-1", shared, node=None),
+        pod("lost", [{"name": "g", "resourceClaimTemplateName": "gone"}], node=None),
+    ]
+    snapshot = parse_objects(objects, gpu_resources=tenants.gpu_resources)
+    found = dra_demand(tenants, snapshot)
+    assert found.demand == {"research": {"mig-1g": ClassDemand(usage=1 + 1, pending=2)}}
+    assert found.problems == (
+        'Pod research/lost: ResourceClaimTemplate "gone" is not in the snapshot; '
+        "its GPUs are not counted",
+    )
+
+
+def test_a_tenants_pods_are_not_counted_again_when_its_workloads_are() -> None:
+    tenants = policy([{"name": "research"}], classes=CLASSES)
+    claims = [{"name": "g", "resourceClaimTemplateName": "mig-1g"}]
+    objects = [
+        *load("claims.yaml"),
+        workload("w", claims, count=2, admitted=True),
+        pod("w-0", claims, node="node-1"),
+        pod("w-1", claims, node="node-1"),
+    ]
+    snapshot = parse_objects(objects, gpu_resources=tenants.gpu_resources)
+    assert dra_demand(tenants, snapshot).demand == {"research": {"mig-1g": ClassDemand(usage=2)}}
+
+
+def test_the_controllers_pod_cache_keeps_pods_that_ask_by_claims_only() -> None:
+    from quotaguard.controller.trim import pod_line_filter, pod_trimmer
+
+    claims = [{"name": "g", "resourceClaimTemplateName": "mig-1g"}]
+    raw = pod("p", claims, node=None, group="a")
+    resources = frozenset({"nvidia.com/gpu"})
+    assert pod_line_filter(resources)(json.dumps(raw).encode())
+    kept = pod_trimmer(resources)(raw)
+    assert kept is not None and kept["spec"]["resourceClaims"] == claims
+    plain = pod("q", [], node=None)
+    del plain["spec"]["resourceClaims"]
+    assert pod_trimmer(resources)(plain) is None

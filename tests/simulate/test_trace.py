@@ -130,7 +130,8 @@ def test_unknown_fields_are_errors():
     problems = problems_of(GOOD.replace("every: 90s", "evry: 90s"))
     assert problems == [
         "bad.yaml:12:5: workloads[0].evry: unknown field 'evry'; allowed: "
-        "at, checkpointEvery, count, dra, duration, every, name, namespace, pod, priority, uses"
+        "at, checkpointEvery, cluster, count, dra, duration, every, name, namespace, pod, "
+        "priority, uses"
     ]
 
 

@@ -53,6 +53,50 @@ app.kubernetes.io/component: {{ . }}
 {{- join ", " $names -}}
 {{- end }}
 
+{{/* The resource names the webhooks send besides nvidia.com/, DRA's implicit and
+     accelerator-like ones, as a JSON list: webhook.extraResourceNames, and the names the
+     chart's own policy (policy.content, or the sample) declares that those do not cover, as
+     `quotaguard registrations` finds them (quotaguard/policy/sent_names.py). */}}
+{{- define "quotaguard.extraResourceNames" -}}
+{{- $names := list -}}
+{{- range .Values.webhook.extraResourceNames -}}
+{{- $names = append $names . -}}
+{{- end -}}
+{{- if not .Values.policy.existingConfigMap -}}
+{{- $policy := (.Values.policy.content | default (.Files.Get "files/policy.yaml")) | fromYaml -}}
+{{- $spec := get $policy "spec" -}}
+{{- $classes := (kindIs "map" $spec) | ternary (get (default dict $spec) "gpuClasses") list -}}
+{{- range $class := (kindIs "slice" $classes) | ternary $classes list -}}
+{{- if kindIs "map" $class -}}
+{{- $declared := list (get $class "resource") -}}
+{{- $dra := get $class "dra" -}}
+{{- if kindIs "map" $dra -}}
+{{- $declared = append $declared (get $dra "extendedResourceName") -}}
+{{- end -}}
+{{- range $name := $declared -}}
+{{- if and (kindIs "string" $name) (contains "/" $name) (not (hasPrefix "nvidia.com/" $name)) (not (hasPrefix "deviceclass.resource.kubernetes.io/" $name)) (not (regexMatch "(?i)(gpu|cuda|neuron|gaudi|habana|ascend|accel|fpga|qaic|(^|[^a-z])(tpu|npu|xpu|ipu|mlu|dcu|gcu|vpu))" $name)) -}}
+{{- $names = append $names $name -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- toJson ($names | uniq | sortAlpha) -}}
+{{- end }}
+
+{{/* A matchCondition's CEL that also sends the names of quotaguard.extraResourceNames: the
+     replacement quotaguard/webhook/name_widening.py makes, on the same fragments. */}}
+{{- define "quotaguard.widenedExpression" -}}
+{{- $quoted := list -}}
+{{- range .names -}}
+{{- $quoted = append $quoted (printf "'%s'" .) -}}
+{{- end -}}
+{{- $listed := printf "[%s]" (join ", " $quoted) -}}
+{{- $head := "name.startsWith('nvidia.com/') || name.startsWith('deviceclass.resource.kubernetes.io/')" -}}
+{{- $another := "name != 'nvidia.com/gpu' && name.startsWith('nvidia.com/')" -}}
+{{- .expression | replace $head (printf "name in %s || %s" $listed $head) | replace $another (printf "name != 'nvidia.com/gpu' && (name.startsWith('nvidia.com/') || name in %s)" $listed) -}}
+{{- end }}
+
 {{/* One webhook configuration as this release installs it: the release namespace for the
      Service and the exemption, pilot's selector and failurePolicy, the CA bundle or the
      cert-manager annotation. */}}
@@ -66,7 +110,13 @@ app.kubernetes.io/component: {{ . }}
 {{- if eq $root.Values.certificates.source "certManager" -}}
 {{- $_ := set $meta "annotations" (merge (default dict $meta.annotations) (dict "cert-manager.io/inject-ca-from" (printf "%s/quotaguard-webhook" $ns))) -}}
 {{- end -}}
+{{- $names := include "quotaguard.extraResourceNames" $root | fromJsonArray -}}
 {{- range $hook := $doc.webhooks -}}
+{{- if $names -}}
+{{- range $condition := $hook.matchConditions -}}
+{{- $_ := set $condition "expression" (include "quotaguard.widenedExpression" (dict "expression" $condition.expression "names" $names)) -}}
+{{- end -}}
+{{- end -}}
 {{- with $hook.clientConfig.service -}}
 {{- $_ := set . "namespace" $ns -}}
 {{- end -}}
