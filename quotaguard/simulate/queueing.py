@@ -99,6 +99,13 @@ def _lowest_preemptible(queue: _Queue) -> int | None:
     return lowest
 
 
+def _reclaimable(name: str, policy: Preemption, borrowers: Mapping[str, list[str]]) -> set[str]:
+    """The classes another queue borrows: a head of this queue asking for one may reclaim it."""
+    if policy.reclaim_within_cohort == "Never":
+        return set()
+    return {c for c, queues in borrowers.items() if len(queues) > 1 or queues[0] != name}
+
+
 def _preempting_heads(
     name: str, queue: _Queue, borrowers: Mapping[str, list[str]]
 ) -> Iterator[QueuedWorkload]:
@@ -111,12 +118,7 @@ def _preempting_heads(
     heads: Iterable[QueuedWorkload] = [waiting[0] for waiting in queue.pending.values()]
     if queue.config.strategy == "StrictFIFO":
         heads = [min(heads, key=QueuedWorkload.queue_key)]
-    # the classes another queue borrows: a head asking for one may reclaim it
-    reclaimable = (
-        {c for c, queues in borrowers.items() if len(queues) > 1 or queues[0] != name}
-        if policy.reclaim_within_cohort != "Never"
-        else set()
-    )
+    reclaimable = _reclaimable(name, policy, borrowers)
     lowest = _lowest_preemptible(queue) if policy.within_cluster_queue != "Never" else None
     if not reclaimable and lowest is None:
         return
