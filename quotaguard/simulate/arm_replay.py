@@ -42,6 +42,7 @@ from quotaguard.simulate.arms import (
 from quotaguard.simulate.arrivals import Arrival, Verdict
 from quotaguard.simulate.geometry_arm import LayoutChange
 from quotaguard.simulate.placement import Assignment, Cluster, Gang
+from quotaguard.simulate.placing import Placing
 from quotaguard.simulate.queued import QueuedWorkload
 from quotaguard.simulate.queueing import QueueModel
 from quotaguard.simulate.setup import Setup, StaticBaseline, setup
@@ -133,8 +134,7 @@ class _Replay:
         self.useful = 0.0
         self.held = HeldNow(shared.policy, self.cluster.labels)  # for the showback
         self.running: dict[int, _Running] = {}
-        self.placing: dict[int, QueuedWorkload] = {}  # admitted, waiting for nodes
-        self.failed_at: dict[int, int] = {}  # id -> cluster.released when placement failed
+        self.placing = Placing()  # admitted, waiting for nodes
         self.waiting: dict[int, Gang] = {}  # id -> the pods it waits to run
         self.gangs: dict[Gang, int] = {}  # how many wait with each gang
         # (end, id, start): an entry whose start is no longer the workload's is stale
@@ -203,7 +203,7 @@ class _Replay:
             ident = victim.id
             run.preempted[ident] = run.preempted.get(ident, 0) + 1
             run.admitted_at.pop(ident, None)
-            self.placing.pop(ident, None)
+            self.placing.remove(ident)
             if ident in self.running:
                 running = self._stop(ident)
                 ran = eviction.at - running.start
@@ -216,36 +216,15 @@ class _Replay:
         for workload in admitted:
             if workload.admitted_at != now:
                 continue  # admitted and preempted within this pass: pending again
-            self.placing[workload.id] = workload
-            self._wait(workload.id, self.verdicts[workload.id].gang_of(workload.request))
+            gang = self.verdicts[workload.id].gang_of(workload.request)
+            self._wait(workload.id, gang)
+            self.placing.add(workload, gang)
         return bool(admitted)
 
     def place(self, now: float) -> None:
-        """Place what was admitted, highest priority first, then in admission order. A gang
-        that found no nodes is not tried again in the same pass: placing others only takes
-        GPUs away."""
-        released, failed_at = self.cluster.released, self.failed_at
-        # nothing was freed since these last failed: they are not tried (nor sorted)
-        order = [w for w in self.placing.values() if failed_at.get(w.id) != released]
-        if not order:
-            return
-        order.sort(key=lambda w: (-w.priority, w.admitted_at or 0.0, w.id))
-        failed: set[Gang] = set()
-        failed_ids: set[int] = set()  # the same gang objects: no hashing of their pods
-        for workload in order:
-            ident = workload.id
-            gang = self.waiting[ident]  # what `admit` put there: the gang of its request
-            tried = id(gang) in failed_ids or gang in failed
-            assignment = None if tried else self.cluster.place(gang)
-            if assignment is None:
-                failed.add(gang)
-                failed_ids.add(id(gang))
-                failed_at[ident] = released
-                self.run.unplaceable.add(ident)
-                continue
-            del self.placing[ident]
-            self.failed_at.pop(ident, None)
-            self._unwait(ident)
+        """Place what was admitted (see `placing.Placing.place`)."""
+        for workload, assignment in self.placing.place(self.cluster, self.run.unplaceable):
+            self._unwait(workload.id)
             self._start(workload, assignment, now)
 
     def _start(self, workload: QueuedWorkload, assignment: Assignment, now: float) -> None:
@@ -271,13 +250,10 @@ class _Replay:
         series.useful.append(self.useful)
         weights = {queue.name: queue.weight for queue in model.cohort.queues}
         quotas = {queue.name: queue.quotas for queue in model.cohort.queues}
-        placing: dict[str, int] = {}
-        for workload in self.placing.values():
-            placing[workload.queue] = placing.get(workload.queue, 0) + 1
         for tenant in model.queue_names():
             series.allocated.setdefault(tenant, []).append(self.allocated.get(tenant, 0.0))
             series.pending.setdefault(tenant, []).append(
-                model.pending_count(tenant) + placing.get(tenant, 0)
+                model.pending_count(tenant) + self.placing.count(tenant)
             )
             series.weight.setdefault(tenant, []).append(weights.get(tenant, 0.0))
             nominal = series.nominal.setdefault(tenant, {})

@@ -45,63 +45,81 @@ def flow_bound(
         return 0.0
     step = max(step, horizon / 20_000)
     steps = math.ceil(horizon / step)
-    arrivals: dict[int, list[list[float]]] = {}
-    signature: dict[int, frozenset[str]] = {}
+    arrivals: dict[int, list[tuple[frozenset[str], float, float]]] = {}
     for job in jobs:
         usable = frozenset(name for name in job.classes if capacity.get(name, 0.0) > 0)
         if not usable or job.rate <= 0 or job.work <= 0:
             continue
-        entry = [job.rate, job.work, float(len(signature))]
-        signature[len(signature)] = usable
-        arrivals.setdefault(int(job.at // step), []).append(entry)
-    active: list[list[float]] = []
+        arrivals.setdefault(int(job.at // step), []).append((usable, job.rate, job.work))
+    # the active jobs by set of classes, each [rate, work left, place in arrival order]; the
+    # groups are kept from step to step, as are their jobs' places
+    groups: dict[frozenset[str], list[list[float]]] = {}
+    arrived = 0
     served = 0.0
     for index in range(steps):
-        active.extend(arrivals.get(index, ()))
-        if not active:
+        tiny: set[frozenset[str]] = set()  # a group with a job done on arrival: it leaves too
+        for usable, rate, work in arrivals.get(index, ()):
+            groups.setdefault(usable, []).append([rate, work, float(arrived)])
+            arrived += 1
+            if work <= EPSILON:
+                tiny.add(usable)
+        if not groups:
             continue
         length = min(step, horizon - index * step)
-        served += _serve(active, signature, capacity, total, length)
-        active = [job for job in active if job[1] > EPSILON]
+        served += _serve(groups, capacity, total, length, tiny)
     return served
 
 
 def _serve(
-    active: list[list[float]],
-    signature: Mapping[int, frozenset[str]],
+    groups: dict[frozenset[str], list[list[float]]],
     capacity: Mapping[str, float],
     total: float,
     length: float,
+    tiny: set[frozenset[str]],
 ) -> float:
-    """Serve one step of `length` seconds; update each job's remaining work; return served."""
-    groups: dict[frozenset[str], list[list[float]]] = {}
-    for job in active:
-        groups.setdefault(signature[int(job[2])], []).append(job)
-    asked = {
-        key: sum(min(job[0] * length, job[1]) for job in members) for key, members in groups.items()
-    }
-    room = {name: capacity[name] * length for key in groups for name in key}
+    """Serve one step of `length` seconds; update each job's remaining work (a group whose
+    jobs are all done leaves); return served. Groups go in the order of their first job's
+    arrival, as one list of every active job in arrival order would group them."""
+    ordered = sorted(groups.items(), key=lambda item: item[1][0][2])
+    asked = {key: sum(min(job[0] * length, job[1]) for job in members) for key, members in ordered}
+    room = {name: capacity[name] * length for key, _ in ordered for name in key}
     if sum(asked.values()) <= total * length and _fits_greedily(asked, room):
         granted = asked
     else:
         # more time left at full rate first, as the fluid bound orders its jobs
-        order = sorted(groups, key=lambda key: -max(job[1] / job[0] for job in groups[key]))
+        order = sorted(asked, key=lambda key: -max(job[1] / job[0] for job in groups[key]))
         granted = _max_flow(order, asked, room, total * length)
     served = 0.0
-    for key, members in groups.items():
+    for key, members in ordered:
         left = granted.get(key, 0.0)
         if left <= EPSILON:
+            if key in tiny:
+                _drop_done(groups, key, members)
             continue
+        turn = members
         if left < asked[key] - EPSILON:
-            members.sort(key=lambda job: -job[1] / job[0])
-        for job in members:
+            turn = sorted(members, key=lambda job: -job[1] / job[0])
+        for job in turn:
             take = min(job[0] * length, job[1], left)
             job[1] -= take
             left -= take
             served += take
             if left <= EPSILON:
                 break
+        _drop_done(groups, key, members)
     return served
+
+
+def _drop_done(
+    groups: dict[frozenset[str], list[list[float]]],
+    key: frozenset[str],
+    members: list[list[float]],
+) -> None:
+    kept = [job for job in members if job[1] > EPSILON]
+    if kept:
+        groups[key] = kept
+    else:
+        del groups[key]
 
 
 def _fits_greedily(asked: Mapping[frozenset[str], float], room: Mapping[str, float]) -> bool:

@@ -99,6 +99,13 @@ def _lowest_preemptible(queue: _Queue) -> int | None:
     return lowest
 
 
+def _reclaimable(name: str, policy: Preemption, borrowers: Mapping[str, list[str]]) -> set[str]:
+    """The classes another queue borrows: a head of this queue asking for one may reclaim it."""
+    if policy.reclaim_within_cohort == "Never":
+        return set()
+    return {c for c, queues in borrowers.items() if len(queues) > 1 or queues[0] != name}
+
+
 def _preempting_heads(
     name: str, queue: _Queue, borrowers: Mapping[str, list[str]]
 ) -> Iterator[QueuedWorkload]:
@@ -108,18 +115,17 @@ def _preempting_heads(
     policy = queue.config.preemption
     if not queue.pending or not policy.enabled:
         return
-    heads = [waiting[0] for waiting in queue.pending.values()]
+    heads: Iterable[QueuedWorkload] = [waiting[0] for waiting in queue.pending.values()]
     if queue.config.strategy == "StrictFIFO":
         heads = [min(heads, key=QueuedWorkload.queue_key)]
-    reclaim = policy.reclaim_within_cohort != "Never"
-    within = policy.within_cluster_queue
-    lowest = _lowest_preemptible(queue)
+    reclaimable = _reclaimable(name, policy, borrowers)
+    lowest = _lowest_preemptible(queue) if policy.within_cluster_queue != "Never" else None
+    if not reclaimable and lowest is None:
+        return
     for head in heads:
-        reclaimable = reclaim and any(
-            other != name for c, _ in head.request for other in borrowers.get(c, ())
-        )
-        ranked_below = within != "Never" and lowest is not None and lowest < head.priority
-        if reclaimable or ranked_below:
+        if (lowest is not None and lowest < head.priority) or any(
+            c in reclaimable for c, _ in head.request
+        ):
             yield head
 
 
@@ -129,7 +135,10 @@ class QueueModel:
     Deterministic: the same calls in the same order give the same admissions.
     """
 
-    def __init__(self, cohort: CohortConfig, capacity: Mapping[str, int]) -> None:
+    def __init__(
+        self, cohort: CohortConfig, capacity: Mapping[str, int], *, plain: bool = False
+    ) -> None:
+        """`plain`: every admission pass tries every shape (no shortcut; the tests compare)."""
         self._queues: dict[str, _Queue] = {q.name: _Queue(q) for q in cohort.queues}
         self._capacity = dict(capacity)
         self._allocated: dict[str, int] = dict.fromkeys(capacity, 0)
@@ -140,6 +149,11 @@ class QueueModel:
         self._changed = True
         self._preempting = False
         self._evictions: list[Eviction] = []
+        # the pending shapes (their workloads' deques, by id) none of whose flavors fits: what
+        # is free only shrinks until units are freed or quotas change, so they are not tried
+        # again until then
+        self._unfit: set[int] = set()
+        self._plain = plain
         self.configure(cohort)
 
     # -- configuration -------------------------------------------------------------------
@@ -174,6 +188,7 @@ class QueueModel:
             for name, used in queue.usage.items():
                 self._lent[name] = self._lent.get(name, 0) + self._over_own(queue, name, used)
         self._changed = True
+        self._unfit.clear()
 
     def resize(self, capacity: Mapping[str, int]) -> None:
         """The cluster's units per class changed (a layout change): admission fits them now."""
@@ -182,6 +197,7 @@ class QueueModel:
             for name in capacity:
                 self._allocated.setdefault(name, 0)
             self._changed = True
+            self._unfit.clear()
 
     @property
     def cohort(self) -> CohortConfig:
@@ -303,7 +319,10 @@ class QueueModel:
         best_key: tuple[int, float, int] | None = None
         strict = queue.config.strategy == "StrictFIFO"
         name = queue.config.name
+        unfit, remember = self._unfit, not self._plain
         for (options, _), waiting in queue.pending.items():
+            if id(waiting) in unfit:
+                continue
             head = waiting[0]
             key = head.queue_key()
             if best_key is not None and key >= best_key:
@@ -314,6 +333,8 @@ class QueueModel:
             fitting = self._fitting(name, options)
             if fitting is not None:
                 best, best_key, best_request = head, key, fitting
+            elif remember:
+                unfit.add(id(waiting))
         if best is None:
             return None
         if strict:
@@ -402,20 +423,17 @@ class QueueModel:
         """The first pending workload, in admission order, that preemption makes fit (with
         `within_nominal`, only one that would not borrow); its victims are evicted."""
         borrowers = self._borrowers()
-        attempts = [
-            head
-            for name, queue in self._queues.items()
-            for head in _preempting_heads(name, queue, borrowers)
-        ]
-        ranked = sorted(
-            ((self.borrows(w.queue, w.request), -w.priority, w.arrival, w.id), w) for w in attempts
-        )
-        for (borrows, *_), workload in ranked:
-            if within_nominal and borrows:
-                break
-            lacking = self._lacking(workload)
-            if not lacking or not self._may_preempt(workload, lacking):
-                continue
+        ranked: list[tuple[tuple[bool, int, float, int], QueuedWorkload, frozenset[str]]] = []
+        for name, queue in self._queues.items():
+            for head in _preempting_heads(name, queue, borrowers):
+                borrows = self.borrows(name, head.request)
+                if within_nominal and borrows:
+                    continue
+                lacking = self._lacking(head)
+                if lacking and self._may_preempt(head, lacking):
+                    ranked.append(((borrows, -head.priority, head.arrival, head.id), head, lacking))
+        ranked.sort(key=lambda attempt: attempt[0])
+        for _, workload, lacking in ranked:
             victims = targets(self, workload, lacking, now)
             if victims:
                 for victim in victims:
@@ -505,6 +523,7 @@ class QueueModel:
         waiting.popleft()
         if not waiting:
             del queue.pending[shape]
+            self._unfit.discard(id(waiting))
         queue.pending_count -= 1
         for name, units in workload.request:
             queue.pending_units[name] -= units
@@ -513,6 +532,8 @@ class QueueModel:
         workload.admitted_at = now
 
     def _use(self, queue: _Queue, name: str, units: int) -> None:
+        if units < 0:
+            self._unfit.clear()
         used = queue.usage.get(name, 0)
         after = used + units
         queue.usage[name] = after
