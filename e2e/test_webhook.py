@@ -500,8 +500,11 @@ def test_applying_a_suspended_job_again_keeps_its_gpu_request_rewritten(
     assert requests_of(template) == {MIG_3G: "1"}
     assert template == first["spec"]["template"]
     assert warnings == [f"trainer: nvidia.com/gpu=1 -> nvidia.com/mig-3g.40gb=1 {KEPT}"]
-    # Kueue admitting it: the update goes through the UPDATE webhooks untouched.
+    # Kueue admitting it (only Kueue may resume a GPU Job it holds): the update goes through
+    # the UPDATE webhooks untouched.
     webhook.cluster.kubectl(
+        "--as=system:serviceaccount:kueue-system:kueue-controller-manager",
+        "--as-group=system:masters",
         "patch",
         "job",
         job["metadata"]["name"],

@@ -226,3 +226,11 @@ def test_the_registrations_the_controller_reads_are_the_ones_rendered() -> None:
         tuple((f"{c['kind'].lower()}s", c["metadata"]["name"]) for c in configurations())
         == REGISTRATIONS
     )
+
+
+def test_the_most_names_allowed_fit_when_they_are_as_long_as_real_ones() -> None:
+    """MAX_EXTRA_NAMES names of 28 characters (`example00.com/a100-slice-xxx`: longer than
+    NVIDIA's, AMD's and Intel's GPU resource names) fit the byte bound: a webhook the
+    registrations gain must not quietly lower what a policy may declare."""
+    names = [f"example{i:02}.com/a100-slice-xxx" for i in range(MAX_EXTRA_NAMES)]
+    assert len(configurations(names)) == 3
