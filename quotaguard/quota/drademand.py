@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 
 from quotaguard.kube.dra import ALL, ClaimSpec, DeviceChoice, DraObjects, PodClaim, dra_objects
 from quotaguard.policy.dra_classes import classes_for_request
-from quotaguard.policy.model import GpuClass, TenantPolicy
+from quotaguard.policy.model import GpuClass, Tenant, TenantPolicy
 from quotaguard.quota.cluster import ClusterSnapshot, Pod, PodSet, Workload
 from quotaguard.quota.demand import ClassDemand
 
@@ -62,20 +62,13 @@ def _choice_units(policy: TenantPolicy, choice: DeviceChoice) -> tuple[GpuClass,
 
 
 def dra_demand(policy: TenantPolicy, snapshot: ClusterSnapshot) -> DraDemand:
-    """Usage (quota reserved) and pending demand of the claims of unfinished Workloads."""
+    """Usage (quota reserved) and pending demand of the claims of unfinished Workloads, and of
+    the Pods of tenants without any."""
     lookup = dra_objects(list(snapshot.dra_objects))
     usage: dict[tuple[str, str], int] = {}
     pending: dict[tuple[str, str], int] = {}
     problems: list[str] = []
-    for workload in snapshot.workloads:
-        if workload.finished or policy.exempt(workload.namespace):
-            continue
-        queue = workload.cluster_queue if workload.holds_quota else None
-        tenant = (policy.tenant_of_queue(queue) if queue else None) or policy.tenant_of(
-            workload.namespace
-        )
-        if tenant is None:
-            continue
+    for workload, tenant in _workloads_by_tenant(policy, snapshot):
         target = usage if workload.holds_quota else pending
         for name, units in _workload_units(policy, workload, lookup, problems).items():
             target[tenant.name, name] = target.get((tenant.name, name), 0) + units
@@ -88,9 +81,11 @@ def dra_demand(policy: TenantPolicy, snapshot: ClusterSnapshot) -> DraDemand:
     return DraDemand(demand, tuple(problems))
 
 
-def _tenants_with_workloads(policy: TenantPolicy, snapshot: ClusterSnapshot) -> set[str]:
-    """Tenants whose demand `quota.demand` reads from Workloads: their Pods are not counted."""
-    found: set[str] = set()
+def _workloads_by_tenant(
+    policy: TenantPolicy, snapshot: ClusterSnapshot
+) -> Iterator[tuple[Workload, Tenant]]:
+    """Unfinished Workloads with their tenant: of the ClusterQueue holding their quota, else
+    of their namespace."""
     for workload in snapshot.workloads:
         if workload.finished or policy.exempt(workload.namespace):
             continue
@@ -99,8 +94,7 @@ def _tenants_with_workloads(policy: TenantPolicy, snapshot: ClusterSnapshot) -> 
             workload.namespace
         )
         if tenant is not None:
-            found.add(tenant.name)
-    return found
+            yield workload, tenant
 
 
 def _pods_claims(
@@ -112,7 +106,8 @@ def _pods_claims(
     problems: list[str],
 ) -> None:
     """Tally the claims of active Pods of tenants without Workloads."""
-    with_workloads = _tenants_with_workloads(policy, snapshot)
+    # their demand `quota.demand` reads from Workloads: their Pods are not counted again
+    with_workloads = {tenant.name for _, tenant in _workloads_by_tenant(policy, snapshot)}
     # a shared ResourceClaim: (namespace, name) -> (tenant, units, held by a bound pod)
     shared: dict[tuple[str, str], tuple[str, dict[str, int], bool]] = {}
     for pod in snapshot.pods:

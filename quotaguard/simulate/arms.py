@@ -32,7 +32,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
-from quotaguard.policy.model import TenantPolicy
+from quotaguard.policy.model import Tenant, TenantPolicy
 from quotaguard.quota.class_capacity import ClassCapacity
 from quotaguard.quota.quota_planner import plan, quota_of
 from quotaguard.simulate.arm_controller import ArmController, cohort_resources, planned_cohort
@@ -94,16 +94,7 @@ def static_cohort(
                 borrowing_limit=None if quota.max is None else quota.max - own,
                 lending_limit=0 if baseline == "pool" else None,
             )
-        fungibility = tenant.flavor_fungibility
-        queues.append(
-            QueueConfig(
-                tenant.name,
-                quotas,
-                weight=tenant.weight,
-                preemption=preemption,
-                borrow_next=fungibility is not None and fungibility.borrow_next,
-            )
-        )
+        queues.append(tenant_queue(tenant, quotas, preemption))
     pool = {}
     if baseline == "pool":
         pool = {
@@ -111,6 +102,21 @@ def static_cohort(
             for name, row in capacity.items()
         }
     return CohortConfig(tuple(queues), cohort_resources(policy), pool)
+
+
+def tenant_queue(
+    tenant: Tenant, quotas: Mapping[str, Quota], preemption: Preemption
+) -> QueueConfig:
+    """A tenant's ClusterQueue as quotaguard writes it: its weight, and its
+    `flavorFungibility.whenCanBorrow`."""
+    fungibility = tenant.flavor_fungibility
+    return QueueConfig(
+        tenant.name,
+        quotas,
+        weight=tenant.weight,
+        preemption=preemption,
+        borrow_next=fungibility is not None and fungibility.borrow_next,
+    )
 
 
 def whole_gpu_class(policy: TenantPolicy) -> str | None:

@@ -23,7 +23,8 @@ from quotaguard.policy.model import TenantPolicy
 from quotaguard.quota.fill import apportion
 from quotaguard.quota.quota_planner import quota_of
 from quotaguard.simulate.arm_controller import cohort_resources
-from quotaguard.simulate.cohort import CohortConfig, QueueConfig, Quota
+from quotaguard.simulate.arms import tenant_queue
+from quotaguard.simulate.cohort import CohortConfig, Quota
 from quotaguard.simulate.preemption import Preemption
 
 # cluster -> tenant -> class -> (nominal, ceiling: nominal + borrowing limit, None unbounded)
@@ -104,16 +105,7 @@ def worker_cohort(
                 nominal=own,
                 borrowing_limit=None if ceiling is None else max(0, ceiling - own),
             )
-        fungibility = tenant.flavor_fungibility
-        queues.append(
-            QueueConfig(
-                tenant.name,
-                quotas,
-                weight=tenant.weight,
-                preemption=preemption,
-                borrow_next=fungibility is not None and fungibility.borrow_next,
-            )
-        )
+        queues.append(tenant_queue(tenant, quotas, preemption))
     return CohortConfig(tuple(queues), cohort_resources(policy))
 
 
