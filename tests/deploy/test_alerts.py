@@ -30,6 +30,7 @@ ALERTS = {
     "QuotaguardQueueMissing",
     "QuotaguardGuaranteesAboveCapacity",
     "QuotaguardGPUsIdleWhileWorkloadsWait",
+    "QuotaguardResourceNameNotSent",
 }
 
 
