@@ -41,10 +41,7 @@ def _gated(pod: Mapping[str, Any]) -> bool:
 
 
 def _suspended(obj: Mapping[str, Any], path: str) -> bool:
-    node: object = obj
-    for part in path.split("."):
-        node = node.get(part) if isinstance(node, Mapping) else None
-    return node is True
+    return any(value is True for _, value, _ in walk(obj, parse_path(path)))
 
 
 def _held(kind: Kind, obj: Mapping[str, Any]) -> bool:
