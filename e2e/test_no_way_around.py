@@ -273,12 +273,14 @@ def gpu_pod(name: str, gpus: int = 1) -> dict[str, Any]:
     }
 
 
-def as_user_patch(
-    cluster: Cluster, name: str, operations: list[dict[str, Any]], *extra: str
+def patch_pod(
+    cluster: Cluster, name: str, operations: list[dict[str, Any]], *extra: str, user: str | None
 ) -> Any:
-    """`kubectl patch pod NAME --type=json` as the tenant's user (`extra`: e.g. a subresource)."""
+    """`kubectl patch pod NAME --type=json`, as `user` (None: the admin; `extra`: e.g. a
+    subresource)."""
+    impersonation = [f"--as={user}"] if user is not None else []
     return cluster.kubectl(
-        f"--as={USER}",
+        *impersonation,
         "patch",
         "pod",
         name,
@@ -338,8 +340,11 @@ def test_a_tenant_lifting_kueues_gate_off_its_gpu_pod_is_refused(cluster: Cluste
         assert created.returncode == 0, created.stderr
         pod = cluster.get("pod", "jumps-the-queue", namespace=NAMESPACE)
         assert ADMISSION_GATE in gates(pod)
-        lifted = as_user_patch(
-            cluster, "jumps-the-queue", [{"op": "remove", "path": "/spec/schedulingGates"}]
+        lifted = patch_pod(
+            cluster,
+            "jumps-the-queue",
+            [{"op": "remove", "path": "/spec/schedulingGates"}],
+            user=USER,
         )
         if lifted.returncode == 0:
             found = wait_until(
@@ -364,23 +369,6 @@ def test_a_tenant_lifting_kueues_gate_off_its_gpu_pod_is_refused(cluster: Cluste
     finally:
         set_training_gpu_quota(cluster, gpus)
         cluster.kubectl("delete", "pod", "jumps-the-queue", "-n", NAMESPACE, "--wait=false")
-
-
-def patch_as_admin(
-    cluster: Cluster, name: str, operations: list[dict[str, Any]], *extra: str
-) -> Any:
-    return cluster.kubectl(
-        "patch",
-        "pod",
-        name,
-        "-n",
-        NAMESPACE,
-        "--type=json",
-        "-p",
-        json.dumps(operations),
-        *extra,
-        check=False,
-    )
 
 
 def test_what_the_api_server_refuses_a_tenant_itself(cluster: Cluster) -> None:
@@ -426,10 +414,14 @@ def test_what_the_api_server_refuses_a_tenant_itself(cluster: Cluster) -> None:
         }
     ]
     for operations, subresource in ((resize, "resize"), (ephemeral, "ephemeralcontainers")):
-        by_tenant = as_user_patch(cluster, "resized", operations, f"--subresource={subresource}")
+        by_tenant = patch_pod(
+            cluster, "resized", operations, f"--subresource={subresource}", user=USER
+        )
         assert by_tenant.returncode != 0, f"the tenant's {subresource} went through"
         assert f'cannot get resource "pods/{subresource}"' in by_tenant.stderr
-        by_admin = patch_as_admin(cluster, "resized", operations, f"--subresource={subresource}")
+        by_admin = patch_pod(
+            cluster, "resized", operations, f"--subresource={subresource}", user=None
+        )
         assert by_admin.returncode != 0, f"a {subresource} gave the Pod 8 GPUs"
         assert "is invalid" in by_admin.stderr, by_admin.stderr
     stored = cluster.get("pod", "resized", namespace=NAMESPACE)
